@@ -1,0 +1,17 @@
+"""grid_sample for JAX: 2D and 3D, differentiable, with native kernels where available."""
+
+from ._affine_grid import affine_grid
+from ._api import grid_sample, grid_sample_backward
+from ._enums import Interpolation, Padding
+from ._native import native_status
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Interpolation",
+    "Padding",
+    "affine_grid",
+    "grid_sample",
+    "grid_sample_backward",
+    "native_status",
+]

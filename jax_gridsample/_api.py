@@ -1,0 +1,125 @@
+"""The public functions grid_sample and grid_sample_backward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from ._enums import Interpolation
+from ._primitives import grid_sample_backward_op, grid_sample_op
+from ._validate import (
+    check_bool,
+    check_grad_output,
+    check_implementation,
+    check_output_mask,
+    check_sample_args,
+    parse_interpolation,
+    parse_padding,
+)
+
+
+def _params(input, grid, mode, padding_mode, align_corners, implementation, layout,
+            deterministic) -> tuple:
+    interpolation = parse_interpolation(mode)
+    padding = parse_padding(padding_mode)
+    channels_last = check_sample_args(input, grid, interpolation, layout)
+    params = dict(
+        interpolation=int(interpolation),
+        padding=int(padding),
+        align_corners=check_bool(align_corners, "align_corners"),
+        channels_last=channels_last,
+        implementation=check_implementation(implementation),
+        deterministic=check_bool(deterministic, "deterministic"),
+    )
+    return tuple(sorted(params.items()))
+
+
+def grid_sample(
+    input: jax.Array,
+    grid: jax.Array,
+    *,
+    mode: str | int = "bilinear",
+    padding_mode: str | int = "zeros",
+    align_corners: bool = False,
+    implementation: str = "auto",
+    layout: str | None = None,
+    deterministic: bool = False,
+) -> jax.Array:
+    """Sample ``input`` at the normalized coordinates in ``grid`` (PyTorch's grid_sample).
+
+    Parameters
+    ----------
+    input : jax.Array
+        ``(N, C, H, W)`` or ``(N, C, D, H, W)``; ``(N, H, W, C)`` / ``(N, D, H, W, C)`` with
+        ``layout="NHWC"`` / ``"NDHWC"``. float16, bfloat16, float32 or float64.
+    grid : jax.Array
+        ``(N, Ho, Wo, 2)`` holding ``(x, y)`` or ``(N, Do, Ho, Wo, 3)`` holding ``(x, y, z)``,
+        normalized so that -1 and 1 are the input's extreme pixels; same dtype as ``input``.
+    mode : str or int
+        ``"bilinear"`` (0), ``"nearest"`` (1) or ``"bicubic"`` (2); the integers are aclnn's codes.
+    padding_mode : str or int
+        ``"zeros"`` (0), ``"border"`` (1) or ``"reflection"`` (2) for taps outside the input.
+    align_corners : bool
+        If True, -1 and 1 are the centres of the corner pixels; otherwise their outer edges.
+    implementation : str
+        ``"auto"`` (the best available on the platform), ``"reference"`` (the jax.numpy
+        reference) or ``"native"`` (a native kernel; an error where none exists).
+    layout : str, optional
+        ``"NCHW"``/``"NCDHW"`` (default) or channels-last ``"NHWC"``/``"NDHWC"`` for both
+        ``input`` and the result.
+    deterministic : bool
+        Make the backward bitwise reproducible where the kernel is not by default (CUDA atomics,
+        aclnn). The CPU kernels and the reference are always deterministic.
+
+    Returns
+    -------
+    jax.Array
+        ``(N, C, Ho, Wo)`` or ``(N, C, Do, Ho, Wo)`` (channels last with a channels-last layout),
+        in ``input``'s dtype; differentiable with respect to ``input`` and ``grid``.
+    """
+    params = _params(input, grid, mode, padding_mode, align_corners, implementation, layout,
+                     deterministic)
+    return grid_sample_op(input, grid, params)
+
+
+def grid_sample_backward(
+    grad_output: jax.Array,
+    input: jax.Array,
+    grid: jax.Array,
+    *,
+    mode: str | int = "bilinear",
+    padding_mode: str | int = "zeros",
+    align_corners: bool = False,
+    output_mask: Any = (True, True),
+    implementation: str = "auto",
+    layout: str | None = None,
+    deterministic: bool = False,
+) -> tuple[jax.Array | None, jax.Array | None]:
+    """Gradients of :func:`grid_sample` (aclnnGridSampler2DBackward / 3DBackward in JAX form).
+
+    Parameters
+    ----------
+    grad_output : jax.Array
+        Cotangent of the output, shaped like ``grid_sample(input, grid)``.
+    input, grid, mode, padding_mode, align_corners, implementation, layout, deterministic
+        As in :func:`grid_sample`.
+    output_mask : tuple of two bool
+        Which of ``(input_grad, grid_grad)`` to compute; the other is returned as None and not
+        computed.
+
+    Returns
+    -------
+    tuple
+        ``(input_grad, grid_grad)``, shaped like ``input`` and ``grid``, or None where masked off.
+        The conventions are PyTorch's: the border clamp has derivative 0 at the edges, nearest
+        gives a zero grid gradient, bicubic's grid gradient carries only the unnormalize factor.
+    """
+    params = _params(input, grid, mode, padding_mode, align_corners, implementation, layout,
+                     deterministic)
+    check_grad_output(grad_output, input, grid, dict(params)["channels_last"])
+    mask = check_output_mask(output_mask)
+    return grid_sample_backward_op(grad_output, input, grid, params, mask)
+
+
+__all__ = ["Interpolation", "grid_sample", "grid_sample_backward"]

@@ -1,0 +1,120 @@
+"""Batching rules: a vmapped axis is folded into an existing axis of the op, never looped over.
+
+- input and grid both batched: the vmapped axis folds into N.
+- input batched, grid shared: it folds into C (every channel sees the same grid).
+- grid batched, input shared: it folds into the output's first spatial axis.
+The backward uses the same folds where they are exact: folding into C sums the grid gradient over
+the folded channels, so it is used only when the grid gradient is not requested (and folding into
+the spatial extent likewise only without the input gradient); otherwise the shared operands are
+broadcast and the axis folds into N.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ._compat import NOT_MAPPED as _NOT_MAPPED
+from ._primitives import grid_sample_backward_p, grid_sample_p
+from ._validate import output_shape
+
+
+def _size(args, dims) -> int:
+    return next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not _NOT_MAPPED)
+
+
+def _front(x, dim, size):
+    """Move the vmapped axis to the front, broadcasting an unbatched operand."""
+    if dim is _NOT_MAPPED:
+        return jnp.broadcast_to(x, (size,) + x.shape)
+    return jnp.moveaxis(x, dim, 0)
+
+
+def _merge(x, at: int):
+    """x has the vmapped axis at ``at``; merge it with the axis after it."""
+    shape = x.shape
+    return x.reshape(shape[:at] + (shape[at] * shape[at + 1],) + shape[at + 2:])
+
+
+def _fold(x, dim, size, at: int):
+    """Move the vmapped axis of x to just before axis ``at`` of the unbatched shape, then merge."""
+    return _merge(jnp.moveaxis(_front(x, dim, size), 0, at), at)
+
+
+def _split(x, at: int, size: int):
+    """Inverse of _merge: split axis ``at`` into (size, rest); the vmapped axis is ``at``."""
+    shape = x.shape
+    return x.reshape(shape[:at] + (size, shape[at] // size) + shape[at + 1:])
+
+
+def _unbatched_shape(x, dim) -> tuple[int, ...]:
+    return x.shape if dim is _NOT_MAPPED else x.shape[:dim] + x.shape[dim + 1:]
+
+
+def _channel_axis(rank: int, channels_last: bool) -> int:
+    return rank - 1 if channels_last else 1
+
+
+def _output_spatial_axis(channels_last: bool) -> int:
+    """The first spatial axis of the output (and of grad_output)."""
+    return 1 if channels_last else 2
+
+
+def forward_batcher(args, dims, *, channels_last, **params):
+    input, grid = args
+    input_dim, grid_dim = dims
+    size = _size(args, dims)
+    rank = input.ndim - (input_dim is not _NOT_MAPPED)
+
+    def bind(x, g):
+        return grid_sample_p.bind(x, g, channels_last=channels_last, **params)
+
+    if size == 0:
+        shape = output_shape(_unbatched_shape(input, input_dim), _unbatched_shape(grid, grid_dim),
+                             channels_last)
+        return jnp.zeros((0,) + shape, input.dtype), 0
+
+    if input_dim is not _NOT_MAPPED and grid_dim is not _NOT_MAPPED:
+        out = bind(_fold(input, input_dim, size, 0), _fold(grid, grid_dim, size, 0))
+        return _split(out, 0, size), 0
+    if input_dim is not _NOT_MAPPED:  # shared grid: fold into C
+        at = _channel_axis(rank, channels_last)
+        out = bind(_fold(input, input_dim, size, at), grid)
+        return _split(out, at, size), at
+    at = _output_spatial_axis(channels_last)  # shared input: fold into the output's extent
+    out = bind(input, _fold(grid, grid_dim, size, 1))
+    return _split(out, at, size), at
+
+
+def backward_batcher(args, dims, *, channels_last, output_mask, **params):
+    grad_output, input, grid = args
+    gout_dim, input_dim, grid_dim = dims
+    size = _size(args, dims)
+    rank = input.ndim - (input_dim is not _NOT_MAPPED)
+
+    def bind(go, x, g):
+        return grid_sample_backward_p.bind(
+            go, x, g, channels_last=channels_last, output_mask=output_mask, **params
+        )
+
+    if size == 0:
+        return [jnp.zeros((0,) + _unbatched_shape(x, d), x.dtype)
+                for x, d, wanted in ((input, input_dim, output_mask[0]),
+                                     (grid, grid_dim, output_mask[1])) if wanted], \
+            [0] * sum(output_mask)
+
+    def unfold(outputs, input_at, grid_at):
+        axes = [input_at] * output_mask[0] + [grid_at] * output_mask[1]
+        return [_split(o, at, size) for o, at in zip(outputs, axes, strict=True)], axes
+
+    if grid_dim is _NOT_MAPPED and not output_mask[1]:  # shared grid: fold into C
+        at = _channel_axis(rank, channels_last)
+        outputs = bind(_fold(grad_output, gout_dim, size, at),
+                       _fold(input, input_dim, size, at), grid)
+        return unfold(outputs, at, None)
+    if input_dim is _NOT_MAPPED and not output_mask[0]:  # shared input: fold into the extent
+        at = _output_spatial_axis(channels_last)
+        outputs = bind(_fold(grad_output, gout_dim, size, at), input,
+                       _fold(grid, grid_dim, size, 1))
+        return unfold(outputs, None, 1)
+    outputs = bind(*(_fold(a, d, size, 0) for a, d in zip(args, dims, strict=True)))
+    return unfold(outputs, 0, 0)

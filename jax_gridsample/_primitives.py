@@ -1,0 +1,187 @@
+"""The forward and backward JAX primitives: abstract evaluation, lowering per platform, autodiff.
+
+Both primitives carry the same parameters: ``interpolation`` and ``padding`` (the aclnn integer
+codes), ``align_corners``, ``channels_last``, ``implementation`` and ``deterministic`` (used by
+kernels whose backward is not deterministic by default); the backward adds
+``output_mask`` and returns only the outputs it asks for. Each lowers to the jnp reference on every
+platform; platforms with a native kernel (see ``_native``) get their own lowering on top.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import jax
+import numpy as np
+from jax.interpreters import mlir
+
+from . import _native
+from ._compat import Primitive, apply_primitive, batching
+from ._reference import grid_sample_backward_reference, grid_sample_reference
+from ._validate import output_shape
+
+grid_sample_p = Primitive("jax_gridsample_forward")
+grid_sample_backward_p = Primitive("jax_gridsample_backward")
+grid_sample_backward_p.multiple_results = True
+
+
+# --- abstract evaluation ---------------------------------------------------------------------
+
+def _forward_abstract(input, grid, *, channels_last, **_):
+    shape = output_shape(input.shape, grid.shape, channels_last)
+    return jax.core.ShapedArray(shape, input.dtype)
+
+
+def _backward_abstract(grad_output, input, grid, *, output_mask, **_):
+    outputs = []
+    if output_mask[0]:
+        outputs.append(jax.core.ShapedArray(input.shape, input.dtype))
+    if output_mask[1]:
+        outputs.append(jax.core.ShapedArray(grid.shape, grid.dtype))
+    return outputs
+
+
+# --- the reference as a lowering ------------------------------------------------------------
+
+def _forward_reference(input, grid, *, interpolation, padding, align_corners, channels_last,
+                       implementation, deterministic):
+    del implementation, deterministic
+    return grid_sample_reference(input, grid, interpolation, padding, align_corners, channels_last)
+
+
+def _backward_reference(grad_output, input, grid, *, interpolation, padding, align_corners,
+                        channels_last, output_mask, implementation, deterministic):
+    del implementation, deterministic
+    grads = grid_sample_backward_reference(
+        grad_output, input, grid, interpolation, padding, align_corners, output_mask,
+        channels_last,
+    )
+    return [g for g in grads if g is not None]
+
+
+def _no_native_kernel(platform: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"implementation='native' was requested, but no native grid_sample kernel is available "
+        f"for platform {platform!r} ({_native.native_status().get(platform, 'none is built')}); "
+        "use implementation='auto' or 'reference'"
+    )
+
+
+def _reference_lowering(reference_fn, multiple_results):
+    lowered = mlir.lower_fun(reference_fn, multiple_results=multiple_results)
+
+    def rule(ctx, *args, implementation, **params):
+        if implementation == "native":
+            raise _no_native_kernel(ctx.module_context.platforms[0])
+        return lowered(ctx, *args, implementation=implementation, **params)
+
+    return rule
+
+
+def forward_attributes(*, interpolation, padding, align_corners, channels_last, **_):
+    """The FFI attributes of the forward targets (our CPU and CUDA kernels)."""
+    return dict(interpolation=np.int64(interpolation), padding=np.int64(padding),
+                align_corners=bool(align_corners), channels_last=bool(channels_last))
+
+
+def backward_attributes(*, output_mask, **params):
+    """The FFI attributes of the backward targets: the forward's plus the output mask."""
+    return dict(forward_attributes(**params), input_mask=bool(output_mask[0]),
+                grid_mask=bool(output_mask[1]))
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeKernel:
+    """A platform's FFI targets and how to call them."""
+
+    available: Callable[[], bool]  # whether the compiled module loaded and registered
+    forward_target: str
+    backward_target: str
+    forward_attributes: Callable[..., dict] = forward_attributes
+    backward_attributes: Callable[..., dict] = backward_attributes
+
+
+# Platforms (JAX lowering platform names) with a native kernel.
+NATIVE_KERNELS = {
+    "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET),
+}
+
+
+def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_rule):
+    """Lower to the FFI target unless the reference was asked for or the kernel is absent."""
+    target = kernel.backward_target if backward else kernel.forward_target
+    attributes = kernel.backward_attributes if backward else kernel.forward_attributes
+
+    def rule(ctx, *args, implementation, **params):
+        available = kernel.available()
+        if implementation == "reference" or (implementation == "auto" and not available):
+            return reference_rule(ctx, *args, implementation="auto", **params)
+        if not available:
+            raise _no_native_kernel(platform)
+        return jax.ffi.ffi_lowering(target)(ctx, *args, **attributes(**params))
+
+    return rule
+
+
+# --- autodiff: custom_vjp on top of the two primitives ---------------------------------------
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def grid_sample_op(input: jax.Array, grid: jax.Array, params: tuple) -> jax.Array:
+    """Bind the forward; ``params`` is a sorted tuple of the primitive's (name, value) pairs."""
+    return grid_sample_p.bind(input, grid, **dict(params))
+
+
+def _op_forward(input, grid, params):
+    return grid_sample_op(input, grid, params), (input, grid)
+
+
+def _op_backward(params, residuals, grad_output):
+    input, grid = residuals
+    return tuple(grid_sample_backward_p.bind(
+        grad_output, input, grid, output_mask=(True, True), **dict(params)
+    ))
+
+
+grid_sample_op.defvjp(_op_forward, _op_backward)
+
+
+def grid_sample_backward_op(grad_output, input, grid, params: tuple, output_mask):
+    """Bind the backward; returns (grad_input or None, grad_grid or None)."""
+    if not any(output_mask):
+        return None, None
+    grads = iter(grid_sample_backward_p.bind(
+        grad_output, input, grid, output_mask=tuple(output_mask), **dict(params)
+    ))
+    return tuple(next(grads) if wanted else None for wanted in output_mask)
+
+
+# --- registration ---------------------------------------------------------------------------
+
+def _register() -> None:
+    from ._batching import backward_batcher, forward_batcher
+
+    for primitive, abstract in ((grid_sample_p, _forward_abstract),
+                                (grid_sample_backward_p, _backward_abstract)):
+        primitive.def_abstract_eval(abstract)
+        primitive.def_impl(functools.partial(apply_primitive, primitive))
+    batching.primitive_batchers[grid_sample_p] = forward_batcher
+    batching.primitive_batchers[grid_sample_backward_p] = backward_batcher
+
+    forward_rule = _reference_lowering(_forward_reference, multiple_results=False)
+    backward_rule = _reference_lowering(_backward_reference, multiple_results=True)
+    mlir.register_lowering(grid_sample_p, forward_rule)
+    mlir.register_lowering(grid_sample_backward_p, backward_rule)
+    for platform, kernel in NATIVE_KERNELS.items():
+        mlir.register_lowering(
+            grid_sample_p, _native_lowering(platform, kernel, False, forward_rule),
+            platform=platform,
+        )
+        mlir.register_lowering(
+            grid_sample_backward_p, _native_lowering(platform, kernel, True, backward_rule),
+            platform=platform,
+        )
+
+
+_register()

@@ -1,0 +1,283 @@
+"""The jax.numpy reference: forward and an explicit backward, written for speed and clarity.
+
+It is the implementation on every platform without a native kernel and the oracle the native
+kernels are tested against. The per-axis coordinate math follows ``docs/semantics.md`` step by step
+(the same steps as ``ffi/common/grid_sample_math.h``). Values are gathered as whole channel vectors
+from a channels-last view, one gather for all taps, and coordinate math runs once per output point.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._enums import Interpolation, Padding
+
+_CUBIC_A = -0.75
+# Unnormalized coordinates farther than this outside [0, S-1] are replaced (semantics.md step 2).
+_GUARD_MARGIN = 8.0
+
+
+class AxisTaps(NamedTuple):
+    """The taps of one spatial axis for every output point; arrays are ``(N, P, T)``."""
+
+    position: jax.Array  # tap positions (floating point, after padding)
+    weight: jax.Array  # interpolation weight of each tap
+    dweight: jax.Array  # d weight / d (unnormalized coordinate)
+    coord_grad: jax.Array  # (N, P): d (unnormalized coordinate) / d (grid value), with padding
+
+
+def compute_dtype(dtype: jnp.dtype) -> jnp.dtype:
+    """float64 stays float64; every other floating type computes in float32."""
+    return jnp.dtype(jnp.float64) if jnp.dtype(dtype) == jnp.float64 else jnp.dtype(jnp.float32)
+
+
+def _unnormalize(coord: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, float]:
+    if align_corners:
+        return (coord + 1) / 2 * (size - 1), (size - 1) / 2
+    return ((coord + 1) * size - 1) / 2, size / 2
+
+
+def _guard(u: jax.Array, size: int, padding: int) -> tuple[jax.Array, jax.Array]:
+    """Replace NaN, infinite and huge coordinates (semantics.md step 2); return (u, derivative)."""
+    one, zero = jnp.ones_like(u), jnp.zeros_like(u)
+    if padding == Padding.ZEROS:
+        keep = jnp.abs(u) <= size + _GUARD_MARGIN
+        return jnp.where(keep, u, -_GUARD_MARGIN), jnp.where(keep, one, zero)
+    if padding == Padding.BORDER:
+        keep = (u >= -_GUARD_MARGIN) & (u <= size + _GUARD_MARGIN)
+        clamped = jnp.clip(u, -_GUARD_MARGIN, size + _GUARD_MARGIN)
+        return jnp.where(jnp.isnan(u), zero, clamped), jnp.where(keep, one, zero)
+    keep = jnp.isfinite(u)
+    return jnp.where(keep, u, zero), jnp.where(keep, one, zero)
+
+
+def _clip(u: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
+    """Clamp to [0, S-1]; the derivative is 0 at and beyond either end (PyTorch's convention)."""
+    inside = (u > 0) & (u < size - 1)
+    return jnp.clip(u, 0, size - 1), inside.astype(u.dtype)
+
+
+def _reflect(u: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, jax.Array]:
+    """Reflect about the two mirror positions, then clip; return (position, derivative)."""
+    if align_corners:
+        if size == 1:
+            return jnp.zeros_like(u), jnp.zeros_like(u)
+        lo, hi = 0.0, size - 1.0
+    else:
+        lo, hi = -0.5, size - 0.5
+    span = hi - lo
+    shifted = u - lo
+    sign = jnp.where(shifted < 0, -1.0, 1.0).astype(u.dtype)
+    distance = jnp.abs(shifted)
+    extra = jnp.fmod(distance, span)
+    even = jnp.fmod(jnp.floor(distance / span), 2) == 0
+    reflected = jnp.where(even, extra + lo, span - extra + lo)
+    clipped, dclip = _clip(reflected, size)
+    return clipped, jnp.where(even, sign, -sign) * dclip
+
+
+def _pad(u: jax.Array, size: int, padding: int, align_corners: bool) -> tuple[jax.Array, jax.Array]:
+    if padding == Padding.BORDER:
+        return _clip(u, size)
+    if padding == Padding.REFLECTION:
+        return _reflect(u, size, align_corners)
+    return u, jnp.ones_like(u)
+
+
+def _cubic_weights(t: jax.Array) -> tuple[list[jax.Array], list[jax.Array]]:
+    """Cubic convolution weights (A = -0.75) of the taps at offsets -1..2 and their d/dt."""
+    a = _CUBIC_A
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    def dnear(x):
+        return (3 * (a + 2) * x - 2 * (a + 3)) * x
+
+    def dfar(x):
+        return (3 * a * x - 10 * a) * x + 8 * a
+
+    weights = [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    dweights = [dfar(t + 1), dnear(t), -dnear(1 - t), -dfar(2 - t)]
+    return weights, dweights
+
+
+def axis_taps(
+    coord: jax.Array, size: int, interpolation: int, padding: int, align_corners: bool
+) -> AxisTaps:
+    """Taps, weights and derivatives of one axis, for normalized coordinates ``coord`` (N, P)."""
+    u, du_dc = _unnormalize(coord, size, align_corners)
+    u, dguard = _guard(u, size, padding)
+    if interpolation == Interpolation.BICUBIC:
+        x0 = jnp.floor(u)
+        weights, dweights = _cubic_weights(u - x0)
+        positions = [_pad(x0 + (k - 1), size, padding, align_corners)[0] for k in range(4)]
+        coord_grad = du_dc * dguard
+    else:
+        u, dpad = _pad(u, size, padding, align_corners)
+        coord_grad = du_dc * dguard * dpad
+        if interpolation == Interpolation.NEAREST:
+            positions, weights, dweights = [jnp.round(u)], [jnp.ones_like(u)], [jnp.zeros_like(u)]
+            coord_grad = jnp.zeros_like(u)
+        else:
+            x0 = jnp.floor(u)
+            positions = [x0, x0 + 1]
+            weights = [x0 + 1 - u, u - x0]
+            dweights = [-jnp.ones_like(u), jnp.ones_like(u)]
+    return AxisTaps(
+        jnp.stack(positions, -1), jnp.stack(weights, -1), jnp.stack(dweights, -1), coord_grad
+    )
+
+
+class Taps(NamedTuple):
+    """All taps of every output point, as the tensor product of the axes' taps."""
+
+    index: jax.Array  # (N, P*T) flat spatial index, 0 where the tap is out of range
+    valid: jax.Array  # (N, P, T) whether the tap reads the input
+    weight: jax.Array  # (N, P, T) product of the axes' weights, 0 where not valid
+    axes: tuple[AxisTaps, ...]  # per axis in grid order (x, y[, z])
+
+
+def _outer(arrays: list[jax.Array], combine) -> jax.Array:
+    """Tensor product over the last axis of ``(N, P, T_a)`` arrays, slowest axis first."""
+    k = len(arrays)
+    result = None
+    for a, arr in enumerate(arrays):
+        shape = arr.shape[:2] + tuple(arr.shape[2] if b == a else 1 for b in range(k))
+        piece = arr.reshape(shape)
+        result = piece if result is None else combine(result, piece)
+    return result.reshape(result.shape[:2] + (-1,))
+
+
+def compute_taps(
+    grid: jax.Array,
+    spatial: tuple[int, ...],
+    interpolation: int,
+    padding: int,
+    align_corners: bool,
+) -> Taps:
+    """Coordinate math for every output point. ``grid`` is (N, P, k) in the compute dtype."""
+    k = len(spatial)
+    # grid component j indexes spatial axis k-1-j (x -> W, y -> H, z -> D).
+    axes = tuple(
+        axis_taps(grid[..., j], spatial[k - 1 - j], interpolation, padding, align_corners)
+        for j in range(k)
+    )
+    slow_to_fast = axes[::-1]  # D, H, W
+    strides = np.cumprod((1,) + spatial[:0:-1])[::-1]  # strides of D, H, W in a flat index
+    index_dtype = jnp.int32 if int(np.prod(spatial)) < 2**31 else jnp.int64
+    valid_axes, index_axes = [], []
+    for taps, size, stride in zip(slow_to_fast, spatial, strides, strict=True):
+        pos = taps.position
+        ok = (pos >= 0) & (pos <= size - 1)
+        valid_axes.append(ok)
+        index_axes.append(jnp.where(ok, pos, 0).astype(index_dtype) * index_dtype(stride))
+    valid = _outer(valid_axes, jnp.logical_and)
+    index = jnp.where(valid, _outer(index_axes, jnp.add), 0)
+    weight = jnp.where(valid, _outer([t.weight for t in slow_to_fast], jnp.multiply), 0)
+    return Taps(index.reshape(index.shape[0], -1), valid, weight, axes)
+
+
+def _channels_last(x: jax.Array, channels_last: bool) -> jax.Array:
+    """(N, C, *S) or (N, *S, C) -> (N, prod(S), C)."""
+    if not channels_last:
+        x = jnp.moveaxis(x, 1, -1)
+    return x.reshape(x.shape[0], -1, x.shape[-1])
+
+
+def _restore_layout(x: jax.Array, spatial: tuple[int, ...], channels_last: bool) -> jax.Array:
+    """(N, prod(S), C) -> the requested layout."""
+    x = x.reshape((x.shape[0],) + tuple(spatial) + (x.shape[-1],))
+    return x if channels_last else jnp.moveaxis(x, -1, 1)
+
+
+def _spatial_shapes(input_shape, grid_shape, channels_last):
+    k = grid_shape[-1]
+    spatial = tuple(input_shape[1:-1]) if channels_last else tuple(input_shape[2:])
+    return spatial, tuple(grid_shape[1:1 + k])
+
+
+def _gather(values: jax.Array, index: jax.Array) -> jax.Array:
+    """values (N, M, C), index (N, Q) in range -> (N, Q, C): one row gather per batch."""
+    return jax.vmap(lambda v, i: v.at[i].get(mode="promise_in_bounds"))(values, index)
+
+
+def grid_sample_reference(
+    input: jax.Array,
+    grid: jax.Array,
+    interpolation: int,
+    padding: int,
+    align_corners: bool,
+    channels_last: bool = False,
+) -> jax.Array:
+    """The forward: (N, C, *S) x (N, *So, k) -> (N, C, *So) (or channels-last both sides)."""
+    spatial, out_spatial = _spatial_shapes(input.shape, grid.shape, channels_last)
+    n, ctype = input.shape[0], compute_dtype(input.dtype)
+    taps = compute_taps(
+        grid.reshape(n, -1, grid.shape[-1]).astype(ctype),
+        spatial, interpolation, padding, align_corners,
+    )
+    values = _gather(_channels_last(input, channels_last), taps.index)
+    p, t = taps.valid.shape[1:]
+    values = values.reshape(n, p, t, -1).astype(ctype)
+    values = jnp.where(taps.valid[..., None], values, 0)
+    out = jnp.sum(values * taps.weight[..., None], axis=2)
+    return _restore_layout(out.astype(input.dtype), out_spatial, channels_last)
+
+
+def grid_sample_backward_reference(
+    grad_output: jax.Array,
+    input: jax.Array,
+    grid: jax.Array,
+    interpolation: int,
+    padding: int,
+    align_corners: bool,
+    output_mask: tuple[bool, bool],
+    channels_last: bool = False,
+) -> tuple[jax.Array | None, jax.Array | None]:
+    """Explicit backward with PyTorch's gradient conventions; returns (grad_input, grad_grid).
+
+    An output whose ``output_mask`` entry is False is returned as None and not computed.
+    """
+    spatial, _ = _spatial_shapes(input.shape, grid.shape, channels_last)
+    n, ctype = input.shape[0], compute_dtype(input.dtype)
+    taps = compute_taps(
+        grid.reshape(n, -1, grid.shape[-1]).astype(ctype),
+        spatial, interpolation, padding, align_corners,
+    )
+    p, t = taps.valid.shape[1:]
+    gout = _channels_last(grad_output, channels_last).astype(ctype)  # (N, P, C)
+    channels = gout.shape[-1]
+    grad_input = grad_grid = None
+    if output_mask[0]:
+        updates = jnp.where(
+            taps.valid[..., None], taps.weight[..., None] * gout[:, :, None, :], 0
+        ).reshape(n, p * t, channels)
+        flat = jax.vmap(lambda i, u: jnp.zeros((int(np.prod(spatial)), channels), ctype)
+                        .at[i].add(u, mode="promise_in_bounds"))(taps.index, updates)
+        grad_input = _restore_layout(flat.astype(input.dtype), spatial, channels_last)
+    if output_mask[1]:
+        if interpolation == Interpolation.NEAREST:
+            grad_grid = jnp.zeros(grid.shape, grid.dtype)
+        else:
+            values = _gather(_channels_last(input, channels_last), taps.index)
+            values = values.reshape(n, p, t, channels).astype(ctype)
+            values = jnp.where(taps.valid[..., None], values, 0)
+            # d loss / d (tap weight), summed over channels: (N, P, T)
+            dweight = jnp.sum(values * gout[:, :, None, :], axis=-1)
+            slow_to_fast = taps.axes[::-1]
+            components = []
+            for j, axis in enumerate(taps.axes):  # grid order x, y[, z]
+                a = len(slow_to_fast) - 1 - j
+                factors = [ax.dweight if b == a else ax.weight for b, ax in enumerate(slow_to_fast)]
+                dweight_du = _outer(factors, jnp.multiply)
+                components.append(jnp.sum(dweight * dweight_du, axis=2) * axis.coord_grad)
+            grad_grid = jnp.stack(components, -1).reshape(grid.shape).astype(grid.dtype)
+    return grad_input, grad_grid
