@@ -1,0 +1,268 @@
+// Per-axis coordinate math of grid_sample, shared by every native kernel.
+//
+// This header is the single implementation of docs/semantics.md: unnormalize,
+// the non-finite/huge guard (step 2), border / reflection padding with their
+// derivatives, and per-axis tap generation for bilinear, nearest and bicubic.
+// It has no dependency besides <cmath>/<cstdint> and compiles unchanged as C++
+// and as CUDA (functions are __host__ __device__ under __CUDACC__).
+//
+// Template parameter T is the compute type: float for f16/bf16/f32 and double
+// for f64.
+#ifndef JAX_GRIDSAMPLE_FFI_COMMON_GRID_SAMPLE_MATH_H_
+#define JAX_GRIDSAMPLE_FFI_COMMON_GRID_SAMPLE_MATH_H_
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define GS_HOST_DEVICE __host__ __device__
+#define GS_MATH(fn) ::fn
+#else
+#define GS_HOST_DEVICE
+#define GS_MATH(fn) std::fn
+#endif
+
+namespace gs {
+
+// Attribute values (shared with the Python side and the aclnn API).
+enum Interpolation : int64_t { kBilinear = 0, kNearest = 1, kBicubic = 2 };
+enum Padding : int64_t { kZeros = 0, kBorder = 1, kReflection = 2 };
+
+// Number of taps per axis for each interpolation mode.
+GS_HOST_DEVICE constexpr int TapsPerAxis(int interpolation) {
+  return interpolation == kBilinear ? 2 : (interpolation == kNearest ? 1 : 4);
+}
+
+// Cubic convolution constant (Keys), as PyTorch / OpenCV use.
+template <typename T>
+GS_HOST_DEVICE constexpr T CubicA() {
+  return T(-0.75);
+}
+
+// Step 1: normalized coordinate c in [-1, 1] -> pixel coordinate u.
+// *du receives du/dc.
+template <typename T>
+GS_HOST_DEVICE inline T Unnormalize(T c, int64_t size, bool align_corners,
+                                    T* du) {
+  if (align_corners) {
+    *du = T(size - 1) / T(2);
+    return (c + T(1)) / T(2) * T(size - 1);
+  }
+  *du = T(size) / T(2);
+  return ((c + T(1)) * T(size) - T(1)) / T(2);
+}
+
+// Step 2: the guard. Replaces NaN / infinite / huge u before any index is
+// formed; *dg is 1 when u passes through and 0 when it was replaced.
+template <typename T>
+GS_HOST_DEVICE inline T Guard(T u, int64_t size, int64_t padding, T* dg) {
+  const T s = T(size);
+  *dg = T(1);
+  if (padding == kZeros) {
+    if (!(GS_MATH(fabs)(u) <= s + T(8))) {  // NaN fails this test too.
+      *dg = T(0);
+      return T(-8);
+    }
+    return u;
+  }
+  if (padding == kBorder) {
+    if (GS_MATH(isnan)(u)) {
+      *dg = T(0);
+      return T(0);
+    }
+    if (u < T(-8)) {
+      *dg = T(0);
+      return T(-8);
+    }
+    if (u > s + T(8)) {
+      *dg = T(0);
+      return s + T(8);
+    }
+    return u;
+  }
+  // reflection: finite values of any magnitude are reflected.
+  if (GS_MATH(isnan)(u) || GS_MATH(isinf)(u)) {
+    *dg = T(0);
+    return T(0);
+  }
+  return u;
+}
+
+// Border clip to [0, size - 1]; *d is 1 strictly inside, 0 at or beyond ends.
+template <typename T>
+GS_HOST_DEVICE inline T ClipWithGrad(T u, int64_t size, T* d) {
+  const T hi = T(size - 1);
+  if (u <= T(0)) {
+    *d = T(0);
+    return T(0);
+  }
+  if (u >= hi) {
+    *d = T(0);
+    return hi;
+  }
+  *d = T(1);
+  return u;
+}
+
+// Reflection about lo = twice_lo / 2 and hi = twice_hi / 2. *d is +-1 (0 for
+// the degenerate span). The parity of the number of flips is computed in
+// floating point, so no integer conversion happens for huge u.
+template <typename T>
+GS_HOST_DEVICE inline T ReflectWithGrad(T u, T twice_lo, T twice_hi, T* d) {
+  if (twice_lo == twice_hi) {
+    *d = T(0);
+    return T(0);
+  }
+  const T lo = twice_lo / T(2);
+  const T span = (twice_hi - twice_lo) / T(2);
+  T a = u - lo;
+  T sign = T(1);
+  if (a < T(0)) {
+    sign = T(-1);
+    a = -a;
+  }
+  const T extra = GS_MATH(fmod)(a, span);
+  const T flips = GS_MATH(floor)(a / span);
+  if (GS_MATH(fmod)(flips, T(2)) == T(0)) {
+    *d = sign;
+    return extra + lo;
+  }
+  *d = -sign;
+  return span - extra + lo;
+}
+
+// Step 3: padding of a coordinate (bilinear, nearest) or of a tap (bicubic).
+// *d receives the derivative of the result with respect to u.
+template <typename T>
+GS_HOST_DEVICE inline T PadWithGrad(T u, int64_t size, int64_t padding,
+                                    bool align_corners, T* d) {
+  if (padding == kBorder) return ClipWithGrad(u, size, d);
+  if (padding == kReflection) {
+    T d_reflect;
+    T r = align_corners
+              ? ReflectWithGrad(u, T(0), T(2 * (size - 1)), &d_reflect)
+              : ReflectWithGrad(u, T(-1), T(2 * size - 1), &d_reflect);
+    T d_clip;
+    r = ClipWithGrad(r, size, &d_clip);
+    *d = d_reflect * d_clip;
+    return r;
+  }
+  *d = T(1);
+  return u;
+}
+
+template <typename T>
+GS_HOST_DEVICE inline T Pad(T u, int64_t size, int64_t padding,
+                            bool align_corners) {
+  T unused;
+  return PadWithGrad(u, size, padding, align_corners, &unused);
+}
+
+// Step 5: the in-range check, done in floating point before converting to an
+// integer. Returns the index, or -1 when the tap is outside [0, size - 1].
+// The integer comparison after the conversion protects against T(size - 1)
+// rounding up for sizes beyond the float mantissa.
+template <typename T>
+GS_HOST_DEVICE inline int64_t TapIndex(T x, int64_t size) {
+  if (!(x >= T(0) && x <= T(size - 1))) return -1;
+  const int64_t i = static_cast<int64_t>(x);
+  return i < size ? i : -1;
+}
+
+// Cubic convolution weights of the four taps x0-1 .. x0+2 for t = u - x0.
+template <typename T>
+GS_HOST_DEVICE inline T CubicInner(T x) {  // |x| <= 1
+  const T A = CubicA<T>();
+  return ((A + T(2)) * x - (A + T(3))) * x * x + T(1);
+}
+template <typename T>
+GS_HOST_DEVICE inline T CubicOuter(T x) {  // 1 < |x| < 2
+  const T A = CubicA<T>();
+  return ((A * x - T(5) * A) * x + T(8) * A) * x - T(4) * A;
+}
+// Derivatives of the above with respect to x.
+template <typename T>
+GS_HOST_DEVICE inline T CubicInnerGrad(T x) {
+  const T A = CubicA<T>();
+  return (T(3) * (A + T(2)) * x - T(2) * (A + T(3))) * x;
+}
+template <typename T>
+GS_HOST_DEVICE inline T CubicOuterGrad(T x) {
+  const T A = CubicA<T>();
+  return (T(3) * A * x - T(10) * A) * x + T(8) * A;
+}
+
+template <typename T>
+GS_HOST_DEVICE inline void CubicWeights(T t, T w[4]) {
+  w[0] = CubicOuter(t + T(1));
+  w[1] = CubicInner(t);
+  w[2] = CubicInner(T(1) - t);
+  w[3] = CubicOuter(T(2) - t);
+}
+// d w_i / d t.
+template <typename T>
+GS_HOST_DEVICE inline void CubicWeightGrads(T t, T dw[4]) {
+  dw[0] = CubicOuterGrad(t + T(1));
+  dw[1] = CubicInnerGrad(t);
+  dw[2] = -CubicInnerGrad(T(1) - t);
+  dw[3] = -CubicOuterGrad(T(2) - t);
+}
+
+// Taps of one spatial axis for one coordinate.
+//   idx[i]: input index of tap i, or -1 when it reads nothing;
+//   w[i]:   interpolation weight;
+//   dw[i]:  d w[i] / d(padded coordinate);
+//   dmult:  d(padded coordinate) / d(normalized coordinate), i.e. the chain of
+//           unnormalize, guard and padding derivatives (0 for nearest).
+template <typename T, int kTaps>
+struct AxisTaps {
+  int64_t idx[kTaps];
+  T w[kTaps];
+  T dw[kTaps];
+  T dmult;
+};
+
+template <int kInterp, typename T>
+GS_HOST_DEVICE inline void ComputeAxisTaps(
+    T c, int64_t size, int64_t padding, bool align_corners,
+    AxisTaps<T, TapsPerAxis(kInterp)>* out) {
+  T du, dg;
+  T u = Unnormalize(c, size, align_corners, &du);
+  u = Guard(u, size, padding, &dg);
+  if (kInterp == kBilinear) {
+    T dp;
+    const T p = PadWithGrad(u, size, padding, align_corners, &dp);
+    const T x0 = GS_MATH(floor)(p);
+    const T x1 = x0 + T(1);
+    out->idx[0] = TapIndex(x0, size);
+    out->idx[1] = TapIndex(x1, size);
+    out->w[0] = x1 - p;
+    out->w[1] = p - x0;
+    out->dw[0] = T(-1);
+    out->dw[1] = T(1);
+    out->dmult = du * dg * dp;
+  } else if (kInterp == kNearest) {
+    const T p = Pad(u, size, padding, align_corners);
+    out->idx[0] = TapIndex(GS_MATH(nearbyint)(p), size);
+    out->w[0] = T(1);
+    out->dw[0] = T(0);
+    out->dmult = T(0);
+  } else {
+    const T x0 = GS_MATH(floor)(u);
+    const T t = u - x0;
+    T w[4], dw[4];
+    CubicWeights(t, w);
+    CubicWeightGrads(t, dw);
+    for (int i = 0; i < 4; ++i) {
+      const T tap = Pad(x0 + T(i - 1), size, padding, align_corners);
+      out->idx[i] = TapIndex(tap, size);
+      out->w[i] = w[i];
+      out->dw[i] = dw[i];
+    }
+    out->dmult = du * dg;
+  }
+}
+
+}  // namespace gs
+
+#endif  // JAX_GRIDSAMPLE_FFI_COMMON_GRID_SAMPLE_MATH_H_

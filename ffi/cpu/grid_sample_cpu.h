@@ -1,0 +1,289 @@
+// Pieces shared by the CPU forward and backward handlers: argument
+// validation, the problem geometry, per-block tap tables and the single
+// dtype / rank / mode / layout dispatch point.
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_CPU_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_CPU_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../common/grid_sample_dtypes.h"
+#include "../common/grid_sample_math.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace gs_cpu {
+
+namespace ffi = xla::ffi;
+
+static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F16>, gs::F16Format::Storage>);
+static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::BF16>, gs::BF16Format::Storage>);
+static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F32>, gs::F32Format::Storage>);
+static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F64>, gs::F64Format::Storage>);
+
+inline ffi::Error InvalidArgument(const std::string& msg) {
+  return ffi::Error(ffi::ErrorCode::kInvalidArgument, "grid_sample (cpu): " + msg);
+}
+
+inline std::string DimsToString(ffi::Span<const int64_t> dims) {
+  std::string s = "(";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  return s + ")";
+}
+
+inline const char* DTypeName(ffi::DataType dt) {
+  switch (dt) {
+    case ffi::DataType::F16: return "float16";
+    case ffi::DataType::BF16: return "bfloat16";
+    case ffi::DataType::F32: return "float32";
+    case ffi::DataType::F64: return "float64";
+    default: return "an unsupported dtype";
+  }
+}
+
+// Sizes of one call. Spatial sizes are (D, H, W) with D = 1 in 2D.
+struct Geometry {
+  int k = 2;              // spatial rank
+  int64_t n = 0, c = 0;   // batch, channels
+  int64_t d = 1, h = 1, w = 1;
+  int64_t plane = 0;      // d * h * w
+  int64_t points = 0;     // output points per batch element
+  int64_t padding = 0;
+  bool align_corners = false;
+  bool channels_last = false;
+};
+
+// Validates input / grid / attributes and fills the geometry.
+inline ffi::Error MakeGeometry(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid,
+                               int64_t interpolation, int64_t padding, bool align_corners,
+                               bool channels_last, Geometry* g) {
+  const ffi::DataType dt = input.element_type();
+  if (dt != ffi::DataType::F16 && dt != ffi::DataType::BF16 && dt != ffi::DataType::F32 &&
+      dt != ffi::DataType::F64) {
+    return InvalidArgument("input has an unsupported dtype; expected float16, bfloat16, "
+                           "float32 or float64");
+  }
+  if (grid.element_type() != dt) {
+    return InvalidArgument(std::string("grid dtype ") + DTypeName(grid.element_type()) +
+                           " differs from input dtype " + DTypeName(dt));
+  }
+  if (interpolation < 0 || interpolation > 2) {
+    return InvalidArgument("attribute interpolation must be 0 (bilinear), 1 (nearest) or "
+                           "2 (bicubic), got " + std::to_string(interpolation));
+  }
+  if (padding < 0 || padding > 2) {
+    return InvalidArgument("attribute padding must be 0 (zeros), 1 (border) or "
+                           "2 (reflection), got " + std::to_string(padding));
+  }
+  const auto gd = grid.dimensions();
+  const auto id = input.dimensions();
+  if (gd.size() != 4 && gd.size() != 5) {
+    return InvalidArgument("grid must have rank 4 (2D) or 5 (3D), got shape " +
+                           DimsToString(gd));
+  }
+  const int k = static_cast<int>(gd.size()) - 2;
+  if (id.size() != gd.size()) {
+    return InvalidArgument("input rank " + std::to_string(id.size()) +
+                           " does not match grid rank " + std::to_string(gd.size()) +
+                           " (input " + DimsToString(id) + ", grid " + DimsToString(gd) + ")");
+  }
+  if (gd[gd.size() - 1] != k) {
+    return InvalidArgument("grid last dimension must be " + std::to_string(k) +
+                           " for a " + std::to_string(k) + "D grid, got shape " +
+                           DimsToString(gd));
+  }
+  if (id[0] != gd[0]) {
+    return InvalidArgument("input batch size " + std::to_string(id[0]) +
+                           " differs from grid batch size " + std::to_string(gd[0]));
+  }
+  g->k = k;
+  g->n = id[0];
+  g->c = channels_last ? id[id.size() - 1] : id[1];
+  const int64_t first_spatial = channels_last ? 1 : 2;
+  int64_t sp[3] = {1, 1, 1};
+  for (int a = 0; a < k; ++a) {
+    sp[3 - k + a] = id[first_spatial + a];
+    if (sp[3 - k + a] <= 0) {
+      return InvalidArgument("input spatial sizes must be positive, got input shape " +
+                             DimsToString(id));
+    }
+  }
+  g->d = sp[0];
+  g->h = sp[1];
+  g->w = sp[2];
+  g->plane = sp[0] * sp[1] * sp[2];
+  g->points = 1;
+  for (int a = 0; a < k; ++a) g->points *= gd[1 + a];
+  g->padding = padding;
+  g->align_corners = align_corners;
+  g->channels_last = channels_last;
+  return ffi::Error::Success();
+}
+
+// Checks that `buf` has the dtype and dims of the output (or of `like`).
+inline ffi::Error CheckShape(const char* name, const ffi::AnyBuffer& buf, ffi::DataType dt,
+                             const int64_t* dims, size_t rank) {
+  if (buf.element_type() != dt) {
+    return InvalidArgument(std::string(name) + " dtype " + DTypeName(buf.element_type()) +
+                           " differs from input dtype " + DTypeName(dt));
+  }
+  const auto bd = buf.dimensions();
+  bool ok = bd.size() == rank;
+  for (size_t i = 0; ok && i < rank; ++i) ok = bd[i] == dims[i];
+  if (!ok) {
+    return InvalidArgument(std::string(name) + " has shape " + DimsToString(bd) +
+                           ", expected " +
+                           DimsToString(ffi::Span<const int64_t>(dims, rank)));
+  }
+  return ffi::Error::Success();
+}
+
+// Expected output dims for input/grid of a geometry; returns the rank.
+inline size_t OutputDims(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid,
+                         const Geometry& g, int64_t* dims) {
+  const auto gd = grid.dimensions();
+  size_t r = 0;
+  dims[r++] = g.n;
+  if (!g.channels_last) dims[r++] = g.c;
+  for (int a = 0; a < g.k; ++a) dims[r++] = gd[1 + a];
+  if (g.channels_last) dims[r++] = g.c;
+  (void)input;
+  return r;
+}
+
+// Taps of a block of output points: combined (tensor product) offsets into
+// one input plane (-1: reads nothing), weights, and for the grid gradient the
+// per-axis weight derivatives and the per-axis coordinate chain factor.
+template <typename T, int K, int kInterp>
+struct TapBlock {
+  static constexpr int kT1 = gs::TapsPerAxis(kInterp);
+  static constexpr int kTaps = K == 2 ? kT1 * kT1 : kT1 * kT1 * kT1;
+  static constexpr int kBlock = std::max(16, 2048 / kTaps);
+  int64_t off[kBlock][kTaps];
+  T w[kBlock][kTaps];
+  T gw[kBlock][K][kTaps];  // d(weight)/d(padded coordinate of axis a)
+  T dmult[kBlock][K];      // d(padded coordinate)/d(normalized coordinate)
+  bool all_valid;          // every tap of every point is in range
+};
+
+template <typename TB>
+std::unique_ptr<TB> NewTapBlock() {
+  return std::unique_ptr<TB>(new TB);  // default-initialized: no zeroing
+}
+
+// Fills `tb` for `count` points whose coordinates start at `grid` (k values
+// per point, x first).
+template <typename Fmt, int K, int kInterp>
+inline void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
+                     bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb) {
+  using T = typename Fmt::Compute;
+  using TB = TapBlock<T, K, kInterp>;
+  constexpr int kT1 = TB::kT1;
+  using Axis = gs::AxisTaps<T, kT1>;
+  bool all_valid = true;
+  for (int64_t b = 0; b < count; ++b) {
+    const typename Fmt::Storage* pt = grid + b * K;
+    Axis ax, ay, az;
+    gs::ComputeAxisTaps<kInterp, T>(Fmt::Load(pt[0]), g.w, g.padding, g.align_corners, &ax);
+    gs::ComputeAxisTaps<kInterp, T>(Fmt::Load(pt[1]), g.h, g.padding, g.align_corners, &ay);
+    if (K == 3) {
+      gs::ComputeAxisTaps<kInterp, T>(Fmt::Load(pt[2]), g.d, g.padding, g.align_corners, &az);
+    } else {
+      az.idx[0] = 0;
+      az.w[0] = T(1);
+      az.dw[0] = T(0);
+      az.dmult = T(0);
+    }
+    constexpr int kTz = K == 3 ? kT1 : 1;
+    for (int l = 0; l < kTz; ++l) {
+      for (int j = 0; j < kT1; ++j) {
+        for (int i = 0; i < kT1; ++i) {
+          const int t = (l * kT1 + j) * kT1 + i;
+          const bool valid = ax.idx[i] >= 0 && ay.idx[j] >= 0 && az.idx[l] >= 0;
+          all_valid &= valid;
+          tb->off[b][t] = valid ? (az.idx[l] * g.h + ay.idx[j]) * g.w + ax.idx[i] : -1;
+          if (K == 3) {
+            tb->w[b][t] = ax.w[i] * ay.w[j] * az.w[l];
+          } else {
+            tb->w[b][t] = ax.w[i] * ay.w[j];
+          }
+          if (need_grad) {
+            if (K == 3) {
+              tb->gw[b][0][t] = ax.dw[i] * ay.w[j] * az.w[l];
+              tb->gw[b][1][t] = ax.w[i] * ay.dw[j] * az.w[l];
+              tb->gw[b][K - 1][t] = ax.w[i] * ay.w[j] * az.dw[l];
+            } else {
+              tb->gw[b][0][t] = ax.dw[i] * ay.w[j];
+              tb->gw[b][1][t] = ax.w[i] * ay.dw[j];
+            }
+          }
+        }
+      }
+    }
+    if (need_grad) {
+      tb->dmult[b][0] = ax.dmult;
+      tb->dmult[b][1] = ay.dmult;
+      if (K == 3) tb->dmult[b][K - 1] = az.dmult;
+    }
+  }
+  tb->all_valid = all_valid;
+}
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Points per parallel chunk: about `target` units of work (taps x channels)
+// per chunk, a multiple of the block size. Depends on shapes only.
+inline int64_t PointsPerChunk(int64_t points, int64_t channels, int taps, int block,
+                              int64_t target = 65536) {
+  const int64_t per_point = std::max<int64_t>(1, channels) * taps;
+  int64_t pts = CeilDiv(std::max<int64_t>(1, target / per_point), block) * block;
+  const int64_t all = CeilDiv(std::max<int64_t>(points, 1), block) * block;
+  return std::min(pts, all);
+}
+
+// The one dispatch point: dtype x spatial rank x interpolation x layout.
+// `f` is called as f(Fmt{}, integral_constant<int, K>, integral_constant<int,
+// Interp>, integral_constant<bool, ChannelsLast>) and returns ffi::Error.
+template <typename Fmt, int K, typename F>
+ffi::Error DispatchModes(int64_t interpolation, bool channels_last, F&& f) {
+  auto with_layout = [&](auto interp) -> ffi::Error {
+    if (channels_last) return f(Fmt{}, std::integral_constant<int, K>{}, interp,
+                                std::true_type{});
+    return f(Fmt{}, std::integral_constant<int, K>{}, interp, std::false_type{});
+  };
+  switch (interpolation) {
+    case gs::kBilinear: return with_layout(std::integral_constant<int, gs::kBilinear>{});
+    case gs::kNearest: return with_layout(std::integral_constant<int, gs::kNearest>{});
+    case gs::kBicubic: return with_layout(std::integral_constant<int, gs::kBicubic>{});
+    default: return InvalidArgument("attribute interpolation out of range");
+  }
+}
+
+template <typename Fmt, typename F>
+ffi::Error DispatchRank(int k, int64_t interpolation, bool channels_last, F&& f) {
+  if (k == 2) return DispatchModes<Fmt, 2>(interpolation, channels_last, f);
+  if (k == 3) return DispatchModes<Fmt, 3>(interpolation, channels_last, f);
+  return InvalidArgument("spatial rank must be 2 or 3");
+}
+
+template <typename F>
+ffi::Error Dispatch(ffi::DataType dt, int k, int64_t interpolation, bool channels_last, F&& f) {
+  switch (dt) {
+    case ffi::DataType::F16: return DispatchRank<gs::F16Format>(k, interpolation, channels_last, f);
+    case ffi::DataType::BF16:
+      return DispatchRank<gs::BF16Format>(k, interpolation, channels_last, f);
+    case ffi::DataType::F32: return DispatchRank<gs::F32Format>(k, interpolation, channels_last, f);
+    case ffi::DataType::F64: return DispatchRank<gs::F64Format>(k, interpolation, channels_last, f);
+    default: return InvalidArgument("unsupported dtype");
+  }
+}
+
+}  // namespace gs_cpu
+
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_CPU_H_

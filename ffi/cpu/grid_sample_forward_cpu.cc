@@ -1,0 +1,125 @@
+// XLA FFI CPU handler: grid_sample forward.
+//
+// Work is split over (batch element, chunk of output points); each chunk
+// computes the taps of a block of points once and then loops over channels:
+// contiguous output rows per channel (NCHW) or contiguous channel vectors per
+// tap (channels last). Every output element is written by exactly one chunk.
+#include <algorithm>
+#include <cstdint>
+
+#include "grid_sample_cpu.h"
+#include "parallel.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace gs_cpu {
+namespace {
+
+template <typename Fmt, int K, int kInterp, bool kChannelsLast>
+void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
+                   const typename Fmt::Storage* input, const typename Fmt::Storage* grid,
+                   typename Fmt::Storage* output) {
+  using S = typename Fmt::Storage;
+  using T = typename Fmt::Compute;
+  using TB = TapBlock<T, K, kInterp>;
+  constexpr int kTaps = TB::kTaps;
+  constexpr int64_t kBlock = TB::kBlock;
+  const int64_t n_batch = g.n, channels = g.c, points = g.points, plane = g.plane;
+  if (n_batch == 0 || channels == 0 || points == 0) return;
+
+  const int64_t pts_per_chunk = PointsPerChunk(points, channels, kTaps, kBlock);
+  const int64_t chunks_per_n = CeilDiv(points, pts_per_chunk);
+
+  ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
+    const int64_t n = chunk / chunks_per_n;
+    const int64_t p_begin = (chunk % chunks_per_n) * pts_per_chunk;
+    const int64_t p_end = std::min(points, p_begin + pts_per_chunk);
+    auto tb = NewTapBlock<TB>();
+    constexpr int64_t kCBlock = 128;
+    T acc[kCBlock];
+    for (int64_t p0 = p_begin; p0 < p_end; p0 += kBlock) {
+      const int64_t cnt = std::min(kBlock, p_end - p0);
+      FillTaps<Fmt, K, kInterp>(grid + (n * points + p0) * K, cnt, g, false, tb.get());
+      if (!kChannelsLast) {
+        for (int64_t c = 0; c < channels; ++c) {
+          const S* src = input + (n * channels + c) * plane;
+          S* dst = output + (n * channels + c) * points + p0;
+          if (tb->all_valid) {
+            for (int64_t b = 0; b < cnt; ++b) {
+              T sum = T(0);
+              for (int t = 0; t < kTaps; ++t) sum += tb->w[b][t] * Fmt::Load(src[tb->off[b][t]]);
+              dst[b] = Fmt::Store(sum);
+            }
+          } else {
+            for (int64_t b = 0; b < cnt; ++b) {
+              T sum = T(0);
+              for (int t = 0; t < kTaps; ++t) {
+                const int64_t off = tb->off[b][t];
+                if (off >= 0) sum += tb->w[b][t] * Fmt::Load(src[off]);
+              }
+              dst[b] = Fmt::Store(sum);
+            }
+          }
+        }
+      } else {
+        const S* src_n = input + n * plane * channels;
+        for (int64_t b = 0; b < cnt; ++b) {
+          S* dst = output + (n * points + p0 + b) * channels;
+          for (int64_t c0 = 0; c0 < channels; c0 += kCBlock) {
+            const int64_t cn = std::min(kCBlock, channels - c0);
+            for (int64_t c = 0; c < cn; ++c) acc[c] = T(0);
+            for (int t = 0; t < kTaps; ++t) {
+              const int64_t off = tb->off[b][t];
+              if (off < 0) continue;
+              const T wt = tb->w[b][t];
+              const S* row = src_n + off * channels + c0;
+              for (int64_t c = 0; c < cn; ++c) acc[c] += wt * Fmt::Load(row[c]);
+            }
+            for (int64_t c = 0; c < cn; ++c) dst[c0 + c] = Fmt::Store(acc[c]);
+          }
+        }
+      }
+    }
+  });
+}
+
+ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                       ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
+                       bool align_corners, bool channels_last) {
+  Geometry g;
+  if (ffi::Error err = MakeGeometry(input, grid, interpolation, padding, align_corners,
+                                    channels_last, &g);
+      !err.success()) {
+    return err;
+  }
+  int64_t dims[5];
+  const size_t rank = OutputDims(input, grid, g, dims);
+  if (ffi::Error err = CheckShape("output", *output, input.element_type(), dims, rank);
+      !err.success()) {
+    return err;
+  }
+  return Dispatch(input.element_type(), g.k, interpolation, channels_last,
+                  [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
+                    using Fmt = decltype(fmt);
+                    using S = typename Fmt::Storage;
+                    ForwardKernel<Fmt, decltype(k)::value, decltype(interp)::value,
+                                  decltype(cl)::value>(
+                        pool, g, reinterpret_cast<const S*>(input.untyped_data()),
+                        reinterpret_cast<const S*>(grid.untyped_data()),
+                        reinterpret_cast<S*>(output->untyped_data()));
+                    return ffi::Error::Success();
+                  });
+}
+
+}  // namespace
+}  // namespace gs_cpu
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCpu, gs_cpu::ForwardImpl,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<xla::ffi::AnyBuffer>()  // input
+                                  .Arg<xla::ffi::AnyBuffer>()  // grid
+                                  .Ret<xla::ffi::AnyBuffer>()  // output
+                                  .Attr<int64_t>("interpolation")
+                                  .Attr<int64_t>("padding")
+                                  .Attr<bool>("align_corners")
+                                  .Attr<bool>("channels_last"));
