@@ -1,0 +1,130 @@
+// The few CANN (aclnn / ACL runtime) declarations the Ascend handlers use,
+// declared here so that the package builds without CANN headers or libraries,
+// and a loader that resolves them with dlopen/dlsym on first use.
+//
+// Values are those of CANN's public headers (acl_base.h, aclnn/acl_meta.h,
+// acl_rt.h); only the symbols' names, signatures and enum values are taken.
+#ifndef JAX_GRIDSAMPLE_FFI_ASCEND_ACLNN_API_H_
+#define JAX_GRIDSAMPLE_FFI_ASCEND_ACLNN_API_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" {
+struct aclTensor;
+struct aclBoolArray;
+struct aclOpExecutor;
+}
+
+namespace gs_ascend {
+
+using aclnnStatus = int32_t;
+using aclError = int;
+using aclrtStream = void*;
+
+// aclDataType
+enum AclDataType : int32_t {
+  kAclFloat = 0,
+  kAclFloat16 = 1,
+  kAclDouble = 11,
+  kAclBf16 = 27,
+};
+
+// aclFormat
+enum AclFormat : int32_t {
+  kAclFormatNCHW = 0,
+  kAclFormatNHWC = 1,
+  kAclFormatND = 2,
+  kAclFormatNDHWC = 27,
+  kAclFormatNCDHW = 30,
+};
+
+constexpr int32_t kAclOptDeterministic = 0;      // aclSysParamOpt ACL_OPT_DETERMINISTIC
+constexpr int32_t kAclMemMallocHugeFirst = 0;    // aclrtMemMallocPolicy
+constexpr aclnnStatus kAclnnSuccess = 0;
+
+extern "C" {
+using CreateTensorFn = aclTensor* (*)(const int64_t* view_dims, uint64_t view_dims_num,
+                                      int32_t data_type, const int64_t* stride, int64_t offset,
+                                      int32_t format, const int64_t* storage_dims,
+                                      uint64_t storage_dims_num, void* tensor_data);
+using DestroyTensorFn = aclnnStatus (*)(const aclTensor* tensor);
+using CreateBoolArrayFn = aclBoolArray* (*)(const bool* value, uint64_t size);
+using DestroyBoolArrayFn = aclnnStatus (*)(const aclBoolArray* array);
+using DestroyExecutorFn = aclnnStatus (*)(aclOpExecutor* executor);
+
+using ForwardWorkspaceFn = aclnnStatus (*)(const aclTensor* input, const aclTensor* grid,
+                                           int64_t interpolation_mode, int64_t padding_mode,
+                                           bool align_corners, aclTensor* out,
+                                           uint64_t* workspace_size, aclOpExecutor** executor);
+using BackwardWorkspaceFn = aclnnStatus (*)(const aclTensor* grad_output,
+                                            const aclTensor* input, const aclTensor* grid,
+                                            int64_t interpolation_mode, int64_t padding_mode,
+                                            bool align_corners, const aclBoolArray* output_mask,
+                                            aclTensor* input_grad, aclTensor* grid_grad,
+                                            uint64_t* workspace_size, aclOpExecutor** executor);
+using LaunchFn = aclnnStatus (*)(void* workspace, uint64_t workspace_size,
+                                 aclOpExecutor* executor, aclrtStream stream);
+
+using MallocFn = aclError (*)(void** dev_ptr, size_t size, int32_t policy);
+using FreeFn = aclError (*)(void* dev_ptr);
+using SynchronizeStreamFn = aclError (*)(aclrtStream stream);
+using RecentErrMsgFn = const char* (*)();
+using GetSysParamOptFn = aclError (*)(int32_t opt, int64_t* value);
+using SetSysParamOptFn = aclError (*)(int32_t opt, int64_t value);
+}
+
+// The resolved entry points. Every member is non-null once Load() succeeded,
+// except destroy_executor (aclDestroyAclOpExecutor, only in newer CANN).
+struct AclnnApi {
+  CreateTensorFn create_tensor = nullptr;
+  DestroyTensorFn destroy_tensor = nullptr;
+  CreateBoolArrayFn create_bool_array = nullptr;
+  DestroyBoolArrayFn destroy_bool_array = nullptr;
+  DestroyExecutorFn destroy_executor = nullptr;  // optional
+
+  ForwardWorkspaceFn grid_sampler2d_workspace = nullptr;
+  LaunchFn grid_sampler2d = nullptr;
+  ForwardWorkspaceFn grid_sampler3d_workspace = nullptr;
+  LaunchFn grid_sampler3d = nullptr;
+  BackwardWorkspaceFn grid_sampler2d_backward_workspace = nullptr;
+  LaunchFn grid_sampler2d_backward = nullptr;
+  BackwardWorkspaceFn grid_sampler3d_backward_workspace = nullptr;
+  LaunchFn grid_sampler3d_backward = nullptr;
+
+  MallocFn rt_malloc = nullptr;
+  FreeFn rt_free = nullptr;
+  SynchronizeStreamFn rt_synchronize_stream = nullptr;
+  RecentErrMsgFn recent_err_msg = nullptr;
+  GetSysParamOptFn ctx_get_sys_param_opt = nullptr;
+  SetSysParamOptFn ctx_set_sys_param_opt = nullptr;
+};
+
+// The environment variable that overrides the library list: names or paths
+// separated by ':' or ';', opened in order; symbols are looked up in that order.
+inline constexpr const char* kLibrariesEnvVar = "JAX_GRIDSAMPLE_ACLNN_LIBS";
+
+// The list used when the environment variable is unset or empty. Names that
+// fail to load are skipped as long as every symbol is found in the others
+// (older CANN has libopapi.so + libascendcl.so, newer adds libopapi_cv.so and
+// libacl_rt.so).
+inline constexpr const char* kDefaultLibraries =
+    "libopapi_cv.so:libopapi.so:libnnopbase.so:libascendcl.so:libacl_rt.so";
+
+// Returns the API, loading it on first use (thread-safe). The libraries are
+// (re)loaded when the environment variable's value changes, so that a process
+// can be pointed at another installation (the tests use this). On failure
+// returns nullptr and sets *error to a message naming the libraries and
+// symbols that are missing and how to fix it.
+const AclnnApi* LoadAclnnApi(std::string* error);
+
+// A description of the current state ("not loaded", the libraries opened).
+std::string AclnnApiStatus();
+
+// "ACLNN_ERR_PARAM_INVALID (161002)" and the like.
+std::string AclnnStatusName(aclnnStatus status);
+
+}  // namespace gs_ascend
+
+#endif  // JAX_GRIDSAMPLE_FFI_ASCEND_ACLNN_API_H_

@@ -1,0 +1,47 @@
+// The Ascend (aclnn) XLA FFI handlers and the stream they launch on.
+#ifndef JAX_GRIDSAMPLE_FFI_ASCEND_GRID_SAMPLE_ASCEND_H_
+#define JAX_GRIDSAMPLE_FFI_ASCEND_GRID_SAMPLE_ASCEND_H_
+
+#include <optional>
+
+#include "aclnn_api.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace gs_ascend {
+// The device stream (aclrtStream is a void*) of the PJRT plugin running the
+// call: what xla::ffi::PlatformStream<aclrtStream> decodes, except that a
+// runtime without streams (XLA's CPU client, where the tests run the handlers
+// against a simulated aclnn) gives a null stream, ACL's default stream,
+// instead of failing to decode.
+struct AclStream {};
+}  // namespace gs_ascend
+
+namespace xla::ffi {
+template <>
+struct CtxDecoding<gs_ascend::AclStream> {
+  using Type = gs_ascend::aclrtStream;
+
+  static std::optional<Type> Decode(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* ctx,
+                                    DiagnosticEngine&) {
+    XLA_FFI_Stream_Get_Args args;
+    args.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
+    args.extension_start = nullptr;
+    args.ctx = ctx;
+    args.stream = nullptr;
+    if (XLA_FFI_Error* error = api->XLA_FFI_Stream_Get(&args)) {
+      XLA_FFI_Error_Destroy_Args destroy;
+      destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+      destroy.extension_start = nullptr;
+      destroy.error = error;
+      api->XLA_FFI_Error_Destroy(&destroy);
+      return Type{nullptr};
+    }
+    return reinterpret_cast<Type>(args.stream);
+  }
+};
+}  // namespace xla::ffi
+
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendForward);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendBackward);
+
+#endif  // JAX_GRIDSAMPLE_FFI_ASCEND_GRID_SAMPLE_ASCEND_H_

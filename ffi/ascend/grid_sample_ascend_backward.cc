@@ -1,0 +1,170 @@
+// XLA FFI handler: grid_sample backward on Ascend through
+// aclnnGridSampler2DBackward / aclnnGridSampler3DBackward.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aclnn_api.h"
+#include "aclnn_call.h"
+#include "grid_sample_ascend.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace gs_ascend {
+namespace {
+
+ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
+                        ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                        ffi::RemainingRets rets, int64_t interpolation, int64_t padding,
+                        bool align_corners, bool channels_last, bool deterministic,
+                        bool input_mask, bool grid_mask) {
+  if (ffi::Error e = CheckCommon(input, grid, interpolation, padding, channels_last); e.failure()) {
+    return e;
+  }
+  if (grad_output.element_type() != input.element_type()) {
+    return InvalidArgument("grad_output must have the input's dtype");
+  }
+  if (!input_mask && !grid_mask) {
+    // aclnn would silently compute nothing for an all-false mask: never pass one.
+    return InvalidArgument("the output mask asks for no gradient");
+  }
+  const size_t wanted = static_cast<size_t>(input_mask) + static_cast<size_t>(grid_mask);
+  if (rets.size() != wanted) {
+    return InvalidArgument("expected " + std::to_string(wanted) + " results for the mask, got " +
+                           std::to_string(rets.size()));
+  }
+  // Results in order: grad_input if asked, then grad_grid if asked.
+  void* input_grad_data = nullptr;
+  void* grid_grad_data = nullptr;
+  size_t next = 0;
+  if (input_mask) {
+    auto r = rets.get<ffi::AnyBuffer>(next++);
+    if (r.has_error()) return r.error();
+    if ((*r)->element_type() != input.element_type() ||
+        DimsOf(**r) != DimsOf(input)) {
+      return InvalidArgument("grad_input must have the input's shape and dtype");
+    }
+    input_grad_data = (*r)->untyped_data();
+  }
+  if (grid_mask) {
+    auto r = rets.get<ffi::AnyBuffer>(next++);
+    if (r.has_error()) return r.error();
+    if ((*r)->element_type() != grid.element_type() || DimsOf(**r) != DimsOf(grid)) {
+      return InvalidArgument("grad_grid must have the grid's shape and dtype");
+    }
+    grid_grad_data = (*r)->untyped_data();
+  }
+
+  auto api_or = RequireApi();
+  if (api_or.has_error()) return api_or.error();
+  const AclnnApi& api = *api_or.value();
+
+  const size_t rank = input.dimensions().size();
+  const int32_t dtype = *AclDataTypeOf(input.element_type());
+  const bool is3d = rank == 5;
+  const size_t element_bytes = ffi::ByteWidth(input.element_type());
+
+  // Release order is the reverse: the determinism setting is restored and the
+  // memory freed (after synchronizing, if aclrtMalloc'ed) last.
+  DeviceMemory memory(api, scratch, stream);
+  DeterministicScope determinism(api);
+  Tensor acl_grad_output(api), acl_input(api), acl_grid(api);
+  Tensor acl_input_grad(api), acl_grid_grad(api);
+  BoolArray mask(api);
+  Executor executor(api);
+
+  // aclnn needs both gradient tensors even when one is masked off: that one
+  // gets device memory of its own, never returned (the kernel leaves it alone).
+  if (!input_mask) {
+    if (ffi::Error e = memory.Allocate(input.size_bytes(), &input_grad_data,
+                                       "the masked-off grad_input");
+        e.failure()) {
+      return e;
+    }
+  }
+  if (!grid_mask) {
+    if (ffi::Error e = memory.Allocate(grid.element_count() * element_bytes, &grid_grad_data,
+                                       "the masked-off grad_grid");
+        e.failure()) {
+      return e;
+    }
+  }
+
+  const int32_t feature_format = FeatureFormat(rank);
+  const int32_t grid_format = GridFormat(rank);
+  if (ffi::Error e = acl_grad_output.Create(DimsOf(grad_output), dtype, feature_format,
+                                            grad_output.untyped_data(), "grad_output");
+      e.failure()) {
+    return e;
+  }
+  if (ffi::Error e = acl_input.Create(DimsOf(input), dtype, feature_format, input.untyped_data(),
+                                      "input");
+      e.failure()) {
+    return e;
+  }
+  if (ffi::Error e = acl_grid.Create(DimsOf(grid), dtype, grid_format, grid.untyped_data(),
+                                     "grid");
+      e.failure()) {
+    return e;
+  }
+  if (ffi::Error e = acl_input_grad.Create(DimsOf(input), dtype, feature_format,
+                                           input_grad_data, "grad_input");
+      e.failure()) {
+    return e;
+  }
+  if (ffi::Error e = acl_grid_grad.Create(DimsOf(grid), dtype, grid_format, grid_grad_data,
+                                          "grad_grid");
+      e.failure()) {
+    return e;
+  }
+  const bool mask_values[2] = {input_mask, grid_mask};
+  if (ffi::Error e = mask.Create(mask_values, 2); e.failure()) return e;
+
+  if (deterministic) {
+    if (ffi::Error e = determinism.Enable(); e.failure()) return e;
+  }
+
+  uint64_t workspace_size = 0;
+  const auto get_workspace =
+      is3d ? api.grid_sampler3d_backward_workspace : api.grid_sampler2d_backward_workspace;
+  const char* get_workspace_name = is3d ? "aclnnGridSampler3DBackwardGetWorkspaceSize"
+                                        : "aclnnGridSampler2DBackwardGetWorkspaceSize";
+  aclnnStatus status = get_workspace(acl_grad_output.get(), acl_input.get(), acl_grid.get(),
+                                     interpolation, padding, align_corners, mask.get(),
+                                     acl_input_grad.get(), acl_grid_grad.get(), &workspace_size,
+                                     executor.out());
+  if (status != kAclnnSuccess) return StatusError(api, get_workspace_name, status);
+
+  void* workspace = nullptr;
+  if (ffi::Error e = memory.Allocate(workspace_size, &workspace, "the aclnn workspace");
+      e.failure()) {
+    return e;
+  }
+
+  const auto launch = is3d ? api.grid_sampler3d_backward : api.grid_sampler2d_backward;
+  memory.MarkLaunched();
+  status = launch(workspace, workspace_size, executor.release(), stream);
+  if (status != kAclnnSuccess) {
+    return StatusError(api, is3d ? "aclnnGridSampler3DBackward" : "aclnnGridSampler2DBackward",
+                       status);
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+}  // namespace gs_ascend
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendBackward, gs_ascend::BackwardImpl,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<gs_ascend::AclStream>()
+                                  .Ctx<xla::ffi::ScratchAllocator>()
+                                  .Arg<xla::ffi::AnyBuffer>()  // grad_output
+                                  .Arg<xla::ffi::AnyBuffer>()  // input
+                                  .Arg<xla::ffi::AnyBuffer>()  // grid
+                                  .RemainingRets()             // grad_input?, grad_grid?
+                                  .Attr<int64_t>("interpolation")
+                                  .Attr<int64_t>("padding")
+                                  .Attr<bool>("align_corners")
+                                  .Attr<bool>("channels_last")
+                                  .Attr<bool>("deterministic")
+                                  .Attr<bool>("input_mask")
+                                  .Attr<bool>("grid_mask"));

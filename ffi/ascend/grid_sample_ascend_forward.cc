@@ -1,0 +1,91 @@
+// XLA FFI handler: grid_sample forward on Ascend through aclnnGridSampler2D/3D.
+#include <cstdint>
+#include <string>
+
+#include "aclnn_api.h"
+#include "aclnn_call.h"
+#include "grid_sample_ascend.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace gs_ascend {
+namespace {
+
+ffi::Error ForwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer input,
+                       ffi::AnyBuffer grid, ffi::Result<ffi::AnyBuffer> out,
+                       int64_t interpolation, int64_t padding, bool align_corners,
+                       bool channels_last, bool deterministic) {
+  (void)deterministic;  // the forward kernels are deterministic
+  if (ffi::Error e = CheckCommon(input, grid, interpolation, padding, channels_last); e.failure()) {
+    return e;
+  }
+  if (out->element_type() != input.element_type()) {
+    return InvalidArgument("the output must have the input's dtype");
+  }
+  auto api_or = RequireApi();
+  if (api_or.has_error()) return api_or.error();
+  const AclnnApi& api = *api_or.value();
+
+  const size_t rank = input.dimensions().size();
+  const int32_t dtype = *AclDataTypeOf(input.element_type());
+  const bool is3d = rank == 5;
+
+  // Declaration order is release order reversed: memory (synchronized) last.
+  DeviceMemory memory(api, scratch, stream);
+  Tensor acl_input(api), acl_grid(api), acl_out(api);
+  Executor executor(api);
+
+  if (ffi::Error e = acl_input.Create(DimsOf(input), dtype, FeatureFormat(rank),
+                                      input.untyped_data(), "input");
+      e.failure()) {
+    return e;
+  }
+  if (ffi::Error e = acl_grid.Create(DimsOf(grid), dtype, GridFormat(rank), grid.untyped_data(),
+                                     "grid");
+      e.failure()) {
+    return e;
+  }
+  if (ffi::Error e = acl_out.Create(DimsOf(*out), dtype, FeatureFormat(rank),
+                                    out->untyped_data(), "out");
+      e.failure()) {
+    return e;
+  }
+
+  uint64_t workspace_size = 0;
+  const auto get_workspace = is3d ? api.grid_sampler3d_workspace : api.grid_sampler2d_workspace;
+  const char* get_workspace_name =
+      is3d ? "aclnnGridSampler3DGetWorkspaceSize" : "aclnnGridSampler2DGetWorkspaceSize";
+  aclnnStatus status = get_workspace(acl_input.get(), acl_grid.get(), interpolation, padding,
+                                     align_corners, acl_out.get(), &workspace_size,
+                                     executor.out());
+  if (status != kAclnnSuccess) return StatusError(api, get_workspace_name, status);
+
+  void* workspace = nullptr;
+  if (ffi::Error e = memory.Allocate(workspace_size, &workspace, "the aclnn workspace");
+      e.failure()) {
+    return e;
+  }
+
+  const auto launch = is3d ? api.grid_sampler3d : api.grid_sampler2d;
+  memory.MarkLaunched();
+  status = launch(workspace, workspace_size, executor.release(), stream);
+  if (status != kAclnnSuccess) {
+    return StatusError(api, is3d ? "aclnnGridSampler3D" : "aclnnGridSampler2D", status);
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+}  // namespace gs_ascend
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendForward, gs_ascend::ForwardImpl,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<gs_ascend::AclStream>()
+                                  .Ctx<xla::ffi::ScratchAllocator>()
+                                  .Arg<xla::ffi::AnyBuffer>()  // input
+                                  .Arg<xla::ffi::AnyBuffer>()  // grid
+                                  .Ret<xla::ffi::AnyBuffer>()  // output
+                                  .Attr<int64_t>("interpolation")
+                                  .Attr<int64_t>("padding")
+                                  .Attr<bool>("align_corners")
+                                  .Attr<bool>("channels_last")
+                                  .Attr<bool>("deterministic"));
