@@ -1,0 +1,372 @@
+"""The native CPU kernels against float64 oracles, called directly through their FFI targets.
+
+Oracles: PyTorch's grid_sample (float64, gradients by ``.backward()``) for finite coordinates,
+and the jnp reference (``_reference.py``) everywhere, including non-finite and huge coordinates
+(docs/semantics.md step 2) and 3D bicubic, which PyTorch does not have.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pickle
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from jax_gridsample import _native
+from jax_gridsample._reference import grid_sample_backward_reference, grid_sample_reference
+
+pytestmark = pytest.mark.skipif(
+    not _native.cpu_available() and not os.environ.get("JAX_GRIDSAMPLE_REQUIRE_NATIVE"),
+    reason=f"native CPU kernel not available: {_native.native_status().get('cpu')}",
+)
+
+MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
+DTYPES = {
+    "float64": np.float64,
+    "float32": np.float32,
+    "float16": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+}
+# Comparison tolerance (relative to the magnitude of the quantity) per dtype.
+TOL = {"float64": 1e-10, "float32": 2e-5, "float16": 4e-3, "bfloat16": 3e-2}
+
+NAMES = ("output", "grad_input", "grad_grid")
+ALL_CASES = list(itertools.product((2, 3), MODES, PADDINGS, (False, True)))
+
+
+def _attrs(interpolation, padding, align_corners, channels_last):
+    return dict(interpolation=np.int64(interpolation), padding=np.int64(padding),
+                align_corners=bool(align_corners), channels_last=bool(channels_last))
+
+
+def _to_layout(x, channels_last):
+    return jnp.moveaxis(x, 1, -1) if channels_last else x
+
+
+def _from_layout(x, channels_last):
+    return jnp.moveaxis(x, -1, 1) if channels_last else x
+
+
+def native_forward(x, grid, interpolation, padding, align_corners, channels_last=False):
+    """x is NC* (channels first) whatever the layout; the result too."""
+    xl = _to_layout(jnp.asarray(x), channels_last)
+    grid = jnp.asarray(grid)
+    n, c = x.shape[0], x.shape[1]
+    so = grid.shape[1:-1]
+    shape = (n,) + so + (c,) if channels_last else (n, c) + so
+    out = jax.ffi.ffi_call(_native.FORWARD_TARGET, jax.ShapeDtypeStruct(shape, xl.dtype))(
+        xl, grid, **_attrs(interpolation, padding, align_corners, channels_last))
+    return _from_layout(out, channels_last)
+
+
+def native_backward(grad_output, x, grid, interpolation, padding, align_corners,
+                    channels_last=False, output_mask=(True, True)):
+    xl = _to_layout(jnp.asarray(x), channels_last)
+    gol = _to_layout(jnp.asarray(grad_output), channels_last)
+    grid = jnp.asarray(grid)
+    results = []
+    if output_mask[0]:
+        results.append(jax.ShapeDtypeStruct(xl.shape, xl.dtype))
+    if output_mask[1]:
+        results.append(jax.ShapeDtypeStruct(grid.shape, grid.dtype))
+    outs = list(jax.ffi.ffi_call(_native.BACKWARD_TARGET, results)(
+        gol, xl, grid, **_attrs(interpolation, padding, align_corners, channels_last),
+        input_mask=bool(output_mask[0]), grid_mask=bool(output_mask[1])))
+    gi = _from_layout(outs.pop(0), channels_last) if output_mask[0] else None
+    gg = outs.pop(0) if output_mask[1] else None
+    return gi, gg
+
+
+def torch_oracle(x, grid, grad_output, mode, padding, align_corners):
+    tx = torch.tensor(np.asarray(x, np.float64), requires_grad=True)
+    tg = torch.tensor(np.asarray(grid, np.float64), requires_grad=True)
+    out = torch.nn.functional.grid_sample(tx, tg, mode=mode, padding_mode=padding,
+                                          align_corners=align_corners)
+    out.backward(torch.tensor(np.asarray(grad_output, np.float64)))
+    return out.detach().numpy(), tx.grad.numpy(), tg.grad.numpy()
+
+
+def reference_oracle(x, grid, grad_output, mode, padding, align_corners, dtype=np.float64):
+    x, grid, grad_output = (jnp.asarray(np.asarray(a, np.float64), dtype)
+                            for a in (x, grid, grad_output))
+    out = grid_sample_reference(x, grid, MODES[mode], PADDINGS[padding], align_corners)
+    gi, gg = grid_sample_backward_reference(grad_output, x, grid, MODES[mode], PADDINGS[padding],
+                                            align_corners, (True, True))
+    return tuple(np.asarray(a, np.float64) for a in (out, gi, gg))
+
+
+def random_case(dims, rng, dtype=np.float64, batch=2, channels=3, spatial=None, out_spatial=None,
+                quantize=False):
+    spatial = spatial or (4, 5, 6)[-dims:]
+    out_spatial = out_spatial or (3, 4, 5)[-dims:]
+    x = rng.standard_normal((batch, channels) + spatial)
+    if quantize:  # multiples of 1/64: coordinate math is exact in float32 and float64 alike
+        grid = rng.integers(-84, 85, (batch,) + out_spatial + (dims,)) / 64.0
+    else:
+        grid = rng.uniform(-1.3, 1.3, (batch,) + out_spatial + (dims,))
+    grad_output = rng.standard_normal((batch, channels) + out_spatial)
+    return tuple(np.asarray(a, dtype) for a in (x, grid, grad_output))
+
+
+def assert_close(actual, expected, tol, what):
+    actual = np.asarray(actual, np.float64)
+    scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale, err_msg=what)
+
+
+def _case_id(case):
+    dims, mode, padding, align_corners = case
+    return f"{dims}d-{mode}-{padding}-{'ac' if align_corners else 'noac'}"
+
+
+# --- float64 parity with PyTorch and the reference -----------------------------------------
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("case", ALL_CASES, ids=_case_id)
+def test_float64_matches_oracles(case, channels_last):
+    dims, mode, padding, align_corners = case
+    rng = np.random.default_rng(hash(_case_id(case)) % 2**32)
+    x, grid, go = random_case(dims, rng)
+    out = native_forward(x, grid, MODES[mode], PADDINGS[padding], align_corners, channels_last)
+    gi, gg = native_backward(go, x, grid, MODES[mode], PADDINGS[padding], align_corners,
+                             channels_last)
+    oracles = [reference_oracle(x, grid, go, mode, padding, align_corners)]
+    if not (dims == 3 and mode == "bicubic"):  # PyTorch has no 3D bicubic
+        oracles.append(torch_oracle(x, grid, go, mode, padding, align_corners))
+    for expected in oracles:
+        for name, a, e in zip(NAMES, (out, gi, gg), expected, strict=True):
+            assert_close(a, e, 1e-10, f"{name} {_case_id(case)}")
+    if mode == "nearest":
+        assert not np.any(np.asarray(gg))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", ALL_CASES, ids=_case_id)
+def test_low_precision_matches_float64_oracle(case, dtype):
+    """Half types compute in float32; compare with the float64 oracle on the same values."""
+    dims, mode, padding, align_corners = case
+    rng = np.random.default_rng(hash(_case_id(case) + dtype) % 2**32)
+    x, grid, go = random_case(dims, rng, dtype=DTYPES[dtype], quantize=True)
+    channels_last = bool(rng.integers(2))
+    out = native_forward(x, grid, MODES[mode], PADDINGS[padding], align_corners, channels_last)
+    gi, gg = native_backward(go, x, grid, MODES[mode], PADDINGS[padding], align_corners,
+                             channels_last)
+    assert out.dtype == gi.dtype == gg.dtype == jnp.dtype(DTYPES[dtype])
+    expected = reference_oracle(x, grid, go, mode, padding, align_corners)
+    for name, a, e in zip(NAMES, (out, gi, gg), expected, strict=True):
+        assert_close(a, e, TOL[dtype], f"{name} {dtype} {_case_id(case)}")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("dims,mode,padding", [(2, "bilinear", "zeros"),
+                                               (2, "bicubic", "reflection"),
+                                               (3, "bilinear", "border")])
+def test_partitioned_backward(dims, mode, padding, channels_last, dtype):
+    """Shapes large enough that the backward splits channels and points into several
+    accumulation buffers (the fixed-order reduction paths)."""
+    rng = np.random.default_rng(7)
+    if dims == 2:
+        kw = dict(batch=1, channels=16, spatial=(12, 13), out_spatial=(64, 65))
+    else:
+        kw = dict(batch=2, channels=9, spatial=(5, 6, 7), out_spatial=(16, 16, 17))
+    x, grid, go = random_case(dims, rng, dtype=DTYPES[dtype], quantize=True, **kw)
+    out = native_forward(x, grid, MODES[mode], PADDINGS[padding], False, channels_last)
+    gi, gg = native_backward(go, x, grid, MODES[mode], PADDINGS[padding], False, channels_last)
+    expected = reference_oracle(x, grid, go, mode, padding, False)
+    tol = TOL[dtype] * (10 if dtype != "float64" else 1)  # long sums
+    for name, a, e in zip(NAMES, (out, gi, gg), expected, strict=True):
+        assert_close(a, e, tol, f"{name} {dtype}")
+
+
+def test_layouts_agree_bitwise_forward():
+    rng = np.random.default_rng(3)
+    for dims, mode in itertools.product((2, 3), MODES):
+        x, grid, _ = random_case(dims, rng, dtype=np.float32, channels=5)
+        a = native_forward(x, grid, MODES[mode], 2, False, False)
+        b = native_forward(x, grid, MODES[mode], 2, False, True)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("output_mask", [(True, False), (False, True)])
+def test_single_output(output_mask):
+    rng = np.random.default_rng(5)
+    x, grid, go = random_case(2, rng)
+    gi, gg = native_backward(go, x, grid, 0, 0, False, output_mask=output_mask)
+    ref_gi, ref_gg = native_backward(go, x, grid, 0, 0, False)
+    if output_mask[0]:
+        assert gg is None
+        np.testing.assert_array_equal(np.asarray(gi), np.asarray(ref_gi))
+    else:
+        assert gi is None
+        np.testing.assert_array_equal(np.asarray(gg), np.asarray(ref_gg))
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("shapes", [
+    ((0, 3, 4, 5), (0, 2, 3, 2)),   # N = 0
+    ((2, 0, 4, 5), (2, 2, 3, 2)),   # C = 0
+    ((2, 3, 4, 5), (2, 0, 3, 2)),   # empty output grid
+    ((1, 2, 3, 4, 5), (1, 0, 2, 2, 3)),
+])
+def test_empty(shapes, channels_last):
+    xs, gs = shapes
+    x = np.ones(xs)
+    grid = np.zeros(gs)
+    out = native_forward(x, grid, 0, 0, False, channels_last)
+    assert out.shape == (xs[0], xs[1]) + gs[1:-1]
+    go = np.ones(out.shape)
+    gi, gg = native_backward(go, x, grid, 0, 0, False, channels_last)
+    assert gi.shape == x.shape and gg.shape == grid.shape
+    assert not np.any(np.asarray(gi)) and not np.any(np.asarray(gg))
+
+
+# --- determinism ------------------------------------------------------------------------------
+
+def _determinism_problem():
+    rng = np.random.default_rng(11)
+    x, grid, go = random_case(2, rng, dtype=np.float32, batch=1, channels=16, spatial=(9, 10),
+                              out_spatial=(64, 64))
+    return x, grid, go
+
+
+def _gradients_bytes():
+    x, grid, go = _determinism_problem()
+    results = []
+    for mode, padding in (("bilinear", "zeros"), ("bicubic", "border")):
+        gi, gg = native_backward(go, x, grid, MODES[mode], PADDINGS[padding], False)
+        results.append((np.asarray(gi).tobytes(), np.asarray(gg).tobytes()))
+    return results
+
+
+def test_backward_is_bitwise_deterministic():
+    first = _gradients_bytes()
+    for _ in range(3):
+        assert _gradients_bytes() == first
+
+
+_SUBPROCESS = """
+import os, pickle, sys
+os.sched_setaffinity(0, {0})
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+sys.path.insert(0, sys.argv[1])
+import test_native_parity as t
+sys.stdout.buffer.write(pickle.dumps(t._gradients_bytes()))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
+def test_backward_independent_of_thread_count():
+    """One CPU (so a one-thread pool) in a subprocess gives the same bits as this process."""
+    proc = subprocess.run([sys.executable, "-c", _SUBPROCESS, os.path.dirname(__file__)],
+                          capture_output=True, check=True, timeout=300)
+    assert pickle.loads(proc.stdout) == _gradients_bytes()
+
+
+# --- non-finite and huge coordinates ----------------------------------------------------------
+
+SPECIAL = [np.nan, np.inf, -np.inf, 1e30, -1e30, 3e38, -3e38, 2.0**31, -(2.0**63), 1e10, 1.0,
+           -1.0, 0.0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    dims=st.sampled_from([2, 3]),
+    mode=st.sampled_from(list(MODES)),
+    padding=st.sampled_from(list(PADDINGS)),
+    align_corners=st.booleans(),
+    channels_last=st.booleans(),
+    dtype=st.sampled_from(["float64", "float32"]),
+    data=st.data(),
+)
+def test_nonfinite_and_huge_coordinates(dims, mode, padding, align_corners, channels_last, dtype,
+                                        data):
+    np_dtype = DTYPES[dtype]
+    out_spatial = (2, 3, 2)[-dims:]
+    grid = data.draw(hnp.arrays(
+        np.float64, (1,) + out_spatial + (dims,),
+        elements=st.one_of(st.floats(-3, 3), st.sampled_from(SPECIAL)),
+    )).astype(np_dtype)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2) + (3, 4, 5)[-dims:]).astype(np_dtype)
+    go = rng.standard_normal((1, 2) + out_spatial).astype(np_dtype)
+    out = native_forward(x, grid, MODES[mode], PADDINGS[padding], align_corners, channels_last)
+    gi, gg = native_backward(go, x, grid, MODES[mode], PADDINGS[padding], align_corners,
+                             channels_last)
+    expected = reference_oracle(x, grid, go, mode, padding, align_corners, dtype=np_dtype)
+    tol = 1e-9 if dtype == "float64" else 1e-4
+    for name, a, e in zip(NAMES, (out, gi, gg), expected, strict=True):
+        a = np.asarray(a, np.float64)
+        assert np.all(np.isfinite(a)), f"{name} not finite for grid {grid.ravel()}"
+        assert_close(a, e, tol, f"{name} grid={grid.ravel()}")
+
+
+# --- handler validation -----------------------------------------------------------------------
+
+def _call_forward(x, grid, out_shape=None, dtype=None, **attrs):
+    kw = dict(interpolation=np.int64(0), padding=np.int64(0), align_corners=False,
+              channels_last=False)
+    kw.update(attrs)
+    if out_shape is None:
+        out_shape = x.shape[:2] + grid.shape[1:-1]
+    out = jax.ffi.ffi_call(_native.FORWARD_TARGET,
+                           jax.ShapeDtypeStruct(out_shape, dtype or x.dtype))(x, grid, **kw)
+    return jax.block_until_ready(out)
+
+
+def _call_backward(go, x, grid, results, **attrs):
+    kw = dict(interpolation=np.int64(0), padding=np.int64(0), align_corners=False,
+              channels_last=False, input_mask=True, grid_mask=True)
+    kw.update(attrs)
+    out = jax.ffi.ffi_call(_native.BACKWARD_TARGET, results)(go, x, grid, **kw)
+    return jax.block_until_ready(out)
+
+
+X = jnp.zeros((1, 2, 4, 5), jnp.float32)
+G = jnp.zeros((1, 3, 4, 2), jnp.float32)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: _call_forward(X, G, interpolation=np.int64(3)), "interpolation"),
+    (lambda: _call_forward(X, G, padding=np.int64(-1)), "padding"),
+    (lambda: _call_forward(X, jnp.zeros((1, 3, 4, 3), jnp.float32)), "grid last dimension"),
+    (lambda: _call_forward(X, jnp.zeros((1, 3, 4, 5, 3), jnp.float32), out_shape=(1, 2, 3, 4, 5)),
+     "rank"),
+    (lambda: _call_forward(X, jnp.zeros((2, 3, 4, 2), jnp.float32), out_shape=(2, 2, 3, 4)),
+     "batch"),
+    (lambda: _call_forward(X, G, out_shape=(1, 2, 3, 5)), "output has shape"),
+    (lambda: _call_forward(X, G.astype(jnp.float16)), "grid dtype"),
+    (lambda: _call_forward(X, G, dtype=jnp.float16), "output dtype"),
+    (lambda: _call_forward(X.astype(jnp.int32), G.astype(jnp.int32)), "dtype"),
+    (lambda: _call_forward(jnp.zeros((1, 2, 0, 5), jnp.float32), G), "spatial"),
+    (lambda: _call_forward(jnp.zeros((1, 2, 4), jnp.float32), jnp.zeros((1, 3, 2), jnp.float32),
+                           out_shape=(1, 2, 3)), "rank"),
+    (lambda: _call_backward(jnp.zeros((1, 2, 3, 4), jnp.float32), X, G,
+                            [jax.ShapeDtypeStruct(X.shape, X.dtype)]), "result"),
+    (lambda: _call_backward(jnp.zeros((1, 2, 3, 5), jnp.float32), X, G,
+                            [jax.ShapeDtypeStruct(X.shape, X.dtype),
+                             jax.ShapeDtypeStruct(G.shape, G.dtype)]), "grad_output"),
+    (lambda: _call_backward(jnp.zeros((1, 2, 3, 4), jnp.float32), X, G,
+                            [jax.ShapeDtypeStruct((1, 2, 4, 4), X.dtype),
+                             jax.ShapeDtypeStruct(G.shape, G.dtype)]), "grad_input"),
+    (lambda: _call_backward(jnp.zeros((1, 2, 3, 4), jnp.float32), X, G,
+                            [jax.ShapeDtypeStruct(G.shape, jnp.float64)], input_mask=False),
+     "grad_grid"),
+], ids=["interpolation", "padding", "grid-last-dim", "rank-mismatch", "batch", "output-shape",
+        "grid-dtype", "output-dtype", "int-dtype", "zero-spatial", "rank-3", "result-count",
+        "grad-output-shape", "grad-input-shape", "grad-grid-dtype"])
+def test_handler_rejects_bad_arguments(call, match):
+    with pytest.raises(Exception, match=match):
+        call()
