@@ -153,7 +153,7 @@ def _outer(arrays: list[jax.Array], combine) -> jax.Array:
         shape = arr.shape[:2] + tuple(arr.shape[2] if b == a else 1 for b in range(k))
         piece = arr.reshape(shape)
         result = piece if result is None else combine(result, piece)
-    return result.reshape(result.shape[:2] + (-1,))
+    return result.reshape(result.shape[:2] + (int(np.prod(result.shape[2:])),))
 
 
 def compute_taps(
@@ -182,14 +182,15 @@ def compute_taps(
     valid = _outer(valid_axes, jnp.logical_and)
     index = jnp.where(valid, _outer(index_axes, jnp.add), 0)
     weight = jnp.where(valid, _outer([t.weight for t in slow_to_fast], jnp.multiply), 0)
-    return Taps(index.reshape(index.shape[0], -1), valid, weight, axes)
+    n, p, t = index.shape
+    return Taps(index.reshape(n, p * t), valid, weight, axes)
 
 
 def _channels_last(x: jax.Array, channels_last: bool) -> jax.Array:
     """(N, C, *S) or (N, *S, C) -> (N, prod(S), C)."""
     if not channels_last:
         x = jnp.moveaxis(x, 1, -1)
-    return x.reshape(x.shape[0], -1, x.shape[-1])
+    return x.reshape(x.shape[0], int(np.prod(x.shape[1:-1])), x.shape[-1])
 
 
 def _restore_layout(x: jax.Array, spatial: tuple[int, ...], channels_last: bool) -> jax.Array:
@@ -202,6 +203,11 @@ def _spatial_shapes(input_shape, grid_shape, channels_last):
     k = grid_shape[-1]
     spatial = tuple(input_shape[1:-1]) if channels_last else tuple(input_shape[2:])
     return spatial, tuple(grid_shape[1:1 + k])
+
+
+def _flat_points(grid: jax.Array) -> jax.Array:
+    """(N, *So, k) -> (N, P, k)."""
+    return grid.reshape(grid.shape[0], int(np.prod(grid.shape[1:-1])), grid.shape[-1])
 
 
 def _gather(values: jax.Array, index: jax.Array) -> jax.Array:
@@ -221,12 +227,12 @@ def grid_sample_reference(
     spatial, out_spatial = _spatial_shapes(input.shape, grid.shape, channels_last)
     n, ctype = input.shape[0], compute_dtype(input.dtype)
     taps = compute_taps(
-        grid.reshape(n, -1, grid.shape[-1]).astype(ctype),
+        _flat_points(grid).astype(ctype),
         spatial, interpolation, padding, align_corners,
     )
     values = _gather(_channels_last(input, channels_last), taps.index)
     p, t = taps.valid.shape[1:]
-    values = values.reshape(n, p, t, -1).astype(ctype)
+    values = values.reshape(n, p, t, values.shape[-1]).astype(ctype)
     values = jnp.where(taps.valid[..., None], values, 0)
     out = jnp.sum(values * taps.weight[..., None], axis=2)
     return _restore_layout(out.astype(input.dtype), out_spatial, channels_last)
@@ -249,7 +255,7 @@ def grid_sample_backward_reference(
     spatial, _ = _spatial_shapes(input.shape, grid.shape, channels_last)
     n, ctype = input.shape[0], compute_dtype(input.dtype)
     taps = compute_taps(
-        grid.reshape(n, -1, grid.shape[-1]).astype(ctype),
+        _flat_points(grid).astype(ctype),
         spatial, interpolation, padding, align_corners,
     )
     p, t = taps.valid.shape[1:]

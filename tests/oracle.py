@@ -1,0 +1,62 @@
+"""Test helpers: the torch oracle, random test data and the parameter grid every test shares."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+import jax_gridsample
+
+MODES = ("bilinear", "nearest", "bicubic")
+PADDINGS = ("zeros", "border", "reflection")
+
+# (spatial rank, mode) pairs that exist: bicubic is 2D only in PyTorch.
+CASES = [
+    (dims, mode, padding, align_corners)
+    for dims, mode, padding, align_corners in itertools.product((2, 3), MODES, PADDINGS, (False, True))
+    if not (dims == 3 and mode == "bicubic")
+]
+
+
+def case_id(case) -> str:
+    dims, mode, padding, align_corners = case
+    return f"{dims}d-{mode}-{padding}-{'ac' if align_corners else 'noac'}"
+
+
+def implementations() -> list[str]:
+    """The reference always; the native kernel where this platform has one built."""
+    status = jax_gridsample.native_status()
+    return ["reference"] + (["native"] if status.get("cpu") == "available" else [])
+
+
+def random_case(dims: int, rng: np.random.Generator, batch=2, channels=3, spread=1.3):
+    """A small input and a grid that reaches a little past [-1, 1] on every side."""
+    spatial = (4, 5, 6)[-dims:]
+    out_spatial = (3, 4, 5)[-dims:]
+    x = rng.standard_normal((batch, channels) + spatial)
+    grid = rng.uniform(-spread, spread, (batch,) + out_spatial + (dims,))
+    return x, grid
+
+
+def torch_grid_sample(x, grid, grad_output, *, mode, padding_mode, align_corners):
+    """PyTorch's forward and both gradients, in the dtype of the numpy arrays given."""
+    tx = torch.tensor(x, requires_grad=True)
+    tg = torch.tensor(grid, requires_grad=True)
+    out = torch.nn.functional.grid_sample(
+        tx, tg, mode=mode, padding_mode=padding_mode, align_corners=align_corners
+    )
+    out.backward(torch.tensor(grad_output))
+    return out.detach().numpy(), tx.grad.numpy(), tg.grad.numpy()
+
+
+def ours(x, grid, grad_output, *, implementation, **kwargs):
+    """Our forward and both gradients (through grid_sample_backward)."""
+    x, grid, grad_output = jnp.asarray(x), jnp.asarray(grid), jnp.asarray(grad_output)
+    out = jax_gridsample.grid_sample(x, grid, implementation=implementation, **kwargs)
+    gi, gg = jax_gridsample.grid_sample_backward(
+        grad_output, x, grid, implementation=implementation, **kwargs
+    )
+    return np.asarray(out), np.asarray(gi), np.asarray(gg)
