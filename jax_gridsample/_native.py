@@ -44,4 +44,9 @@ def cpu_available() -> bool:
 
 def native_status() -> dict[str, str]:
     """Platform -> "available", or the reason its native kernel is not available."""
-    return dict(_STATUS)
+    status = dict(_STATUS)
+    # Ascend (aclnn; owned by _ascend.py): keyed by JAX's backend name, "ascend".
+    from . import _ascend
+
+    status[_ascend.ASCEND_PLATFORM.lower()] = _ascend.status()
+    return status

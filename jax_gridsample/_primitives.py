@@ -17,7 +17,7 @@ import jax
 import numpy as np
 from jax.interpreters import mlir
 
-from . import _native
+from . import _ascend, _native
 from ._compat import Primitive, apply_primitive, batching
 from ._reference import grid_sample_backward_reference, grid_sample_reference
 from ._validate import output_shape
@@ -101,12 +101,21 @@ class NativeKernel:
     backward_target: str
     forward_attributes: Callable[..., dict] = forward_attributes
     backward_attributes: Callable[..., dict] = backward_attributes
+    # supports(backward, avals_in, **params): whether the kernel covers a call (None: all);
+    # "auto" lowers the others to the reference, "native" raises for them.
+    supports: Callable[..., bool] | None = None
 
 
 # Platforms (JAX lowering platform names) with a native kernel.
 NATIVE_KERNELS = {
     "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET),
 }
+
+# Ascend NPUs: CANN's aclnn grid sampler (see _ascend.py). Added to NATIVE_KERNELS, under the
+# name JAX gives the plugin's platform, only once JAX knows that platform (see _register).
+ASCEND_KERNEL = NativeKernel(_ascend.available, _ascend.FORWARD_TARGET, _ascend.BACKWARD_TARGET,
+                             _ascend.forward_attributes, _ascend.backward_attributes,
+                             supports=_ascend.supports)
 
 
 def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_rule):
@@ -116,10 +125,18 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
 
     def rule(ctx, *args, implementation, **params):
         available = kernel.available()
-        if implementation == "reference" or (implementation == "auto" and not available):
+        supported = kernel.supports is None or kernel.supports(backward, ctx.avals_in, **params)
+        if implementation == "reference" or (
+            implementation == "auto" and not (available and supported)
+        ):
             return reference_rule(ctx, *args, implementation="auto", **params)
         if not available:
             raise _no_native_kernel(platform)
+        if not supported:
+            raise NotImplementedError(
+                f"the native grid_sample kernel for platform {platform!r} does not cover this "
+                "call (mode / layout / dtype); use implementation='auto' or 'reference'"
+            )
         return jax.ffi.ffi_lowering(target)(ctx, *args, **attributes(**params))
 
     return rule
@@ -173,7 +190,7 @@ def _register() -> None:
     backward_rule = _reference_lowering(_backward_reference, multiple_results=True)
     mlir.register_lowering(grid_sample_p, forward_rule)
     mlir.register_lowering(grid_sample_backward_p, backward_rule)
-    for platform, kernel in NATIVE_KERNELS.items():
+    def register_native(platform, kernel):
         mlir.register_lowering(
             grid_sample_p, _native_lowering(platform, kernel, False, forward_rule),
             platform=platform,
@@ -182,6 +199,16 @@ def _register() -> None:
             grid_sample_backward_p, _native_lowering(platform, kernel, True, backward_rule),
             platform=platform,
         )
+
+    for platform, kernel in NATIVE_KERNELS.items():
+        register_native(platform, kernel)
+
+    # Ascend: only for a platform JAX knows, which may be after plugin discovery.
+    def register_ascend(platform):
+        NATIVE_KERNELS[platform] = ASCEND_KERNEL
+        register_native(platform, ASCEND_KERNEL)
+
+    _ascend.on_platform_known(register_ascend)
 
 
 _register()

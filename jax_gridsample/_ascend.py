@@ -1,0 +1,133 @@
+"""Ascend NPUs: the aclnn FFI targets (``_ascend_kernels``) and where they lower.
+
+JAX runs on Ascend through a PJRT plugin. The public one names its platform ``"ASCEND"`` (the
+name its custom-call handler is registered under) and registers its backend as ``"ascend"``.
+The FFI targets are registered for :data:`ASCEND_PLATFORM` at import: without the plugin the
+registration just waits in jaxlib's queue and changes nothing. Lowerings can only be registered
+for platforms JAX knows (``mlir.register_lowering`` raises otherwise), and JAX only learns of a
+plugin when it discovers plugins, lazily, before the first computation; so
+:func:`on_platform_known` registers them once that happened (now, or from the plugin-discovery
+callback), for whichever of the two spellings JAX knows.
+
+The compiled module needs no CANN at build or import time: the CANN libraries are dlopen'ed on
+the first call (see ``ffi/ascend/aclnn_api.h`` and ``docs/ascend.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+ASCEND_PLATFORM = "ASCEND"
+"""The Ascend PJRT plugin's platform name (FFI registration); JAX's backend name is its
+lower-case form."""
+
+FORWARD_TARGET = "jax_gridsample_ascend_forward"
+BACKWARD_TARGET = "jax_gridsample_ascend_backward"
+_FFI_API_VERSION = 1
+
+
+def _register_targets() -> tuple[object | None, str]:
+    """Import ``_ascend_kernels`` and register its targets for the Ascend platform."""
+    try:
+        from . import _ascend_kernels
+    except ImportError as exc:
+        return None, ("the compiled module jax_gridsample._ascend_kernels could not be "
+                      f"imported: {exc}")
+    try:
+        registrations = _ascend_kernels.registrations()
+        missing = {FORWARD_TARGET, BACKWARD_TARGET} - set(registrations)
+        if missing:
+            return None, f"jax_gridsample._ascend_kernels does not provide {sorted(missing)}"
+        for name, capsule in registrations.items():
+            jax.ffi.register_ffi_target(name, capsule, platform=ASCEND_PLATFORM,
+                                        api_version=_FFI_API_VERSION)
+    except Exception as exc:  # noqa: BLE001 - any failure means: fall back to the reference
+        return None, f"registering the Ascend FFI targets failed: {type(exc).__name__}: {exc}"
+    return _ascend_kernels, "available"
+
+
+_MODULE, _STATUS = _register_targets()
+
+
+def available() -> bool:
+    """Whether the Ascend handlers are built and registered (CANN itself is loaded on use)."""
+    return _MODULE is not None
+
+
+def status() -> str:
+    """"available (CANN libraries ...)" or the reason the Ascend kernels are not available."""
+    if _MODULE is None:
+        return _STATUS
+    return f"available (CANN libraries: {_MODULE.library_status()})"
+
+
+# --- FFI attributes and what the aclnn kernels cover -----------------------------------------
+
+def forward_attributes(*, interpolation, padding, align_corners, channels_last, deterministic,
+                       **_):
+    """The attributes of the forward target."""
+    return dict(interpolation=np.int64(interpolation), padding=np.int64(padding),
+                align_corners=bool(align_corners), channels_last=bool(channels_last),
+                deterministic=bool(deterministic))
+
+
+def backward_attributes(*, output_mask, **params):
+    """The attributes of the backward target: the forward's plus the output mask."""
+    return dict(forward_attributes(**params), input_mask=bool(output_mask[0]),
+                grid_mask=bool(output_mask[1]))
+
+
+def supports(backward: bool, avals_in, *, interpolation, channels_last, **_) -> bool:
+    """Whether aclnn runs this call; the rest lowers to the reference.
+
+    aclnn takes channels-first tensors only; bicubic exists for the 2D forward only (the
+    backward documents bilinear and nearest, the 3D kernels too).
+    """
+    if channels_last:
+        return False
+    rank = len(avals_in[-1].shape)  # the grid: 4 in 2D, 5 in 3D
+    if interpolation == 2 and (backward or rank == 5):
+        return False
+    return str(np.dtype(avals_in[-1].dtype)) in ("float32", "float16", "bfloat16", "float64")
+
+
+# --- lowering registration once JAX knows the plugin's platform ---------------------------
+
+def lowering_platform_names() -> tuple[str, ...]:
+    """The spellings of the Ascend platform JAX may lower for (backend name first)."""
+    return (ASCEND_PLATFORM.lower(), ASCEND_PLATFORM)
+
+
+def _known(name: str) -> bool:
+    from jax._src import xla_bridge
+
+    try:
+        return bool(xla_bridge.is_known_platform(name))
+    except Exception:  # noqa: BLE001 - a JAX without the query: treat as unknown
+        return False
+
+
+def on_platform_known(register: Callable[[str], None]) -> None:
+    """Call ``register(name)`` once for each Ascend platform name JAX knows, now or later.
+
+    Later means: when JAX discovers PJRT plugins (before its first computation), through
+    ``xla_bridge.register_plugin_callbacks``. Without an Ascend plugin nothing is called.
+    """
+    done: set[str] = set()
+
+    def attempt(**_):
+        for name in lowering_platform_names():
+            if name not in done and _known(name):
+                done.add(name)
+                register(name)
+
+    attempt()
+    try:
+        from jax._src import xla_bridge
+
+        xla_bridge.register_plugin_callbacks(attempt)
+    except Exception:  # noqa: BLE001 - an older/newer JAX without the hook: import-time only
+        pass
