@@ -6,7 +6,6 @@ from typing import Any
 
 import jax
 
-from ._enums import Interpolation
 from ._primitives import grid_sample_backward_op, grid_sample_op
 from ._validate import (
     check_bool,
@@ -23,7 +22,7 @@ def _params(input, grid, mode, padding_mode, align_corners, implementation, layo
             deterministic) -> tuple:
     interpolation = parse_interpolation(mode)
     padding = parse_padding(padding_mode)
-    channels_last = check_sample_args(input, grid, interpolation, layout)
+    channels_last = check_sample_args(input, grid, layout)
     params = dict(
         interpolation=int(interpolation),
         padding=int(padding),
@@ -58,6 +57,7 @@ def grid_sample(
         normalized so that -1 and 1 are the input's extreme pixels; same dtype as ``input``.
     mode : str or int
         ``"bilinear"`` (0), ``"nearest"`` (1) or ``"bicubic"`` (2); the integers are aclnn's codes.
+        Bicubic on a 5D input is tricubic (the 1D cubic convolution on each axis).
     padding_mode : str or int
         ``"zeros"`` (0), ``"border"`` (1) or ``"reflection"`` (2) for taps outside the input.
     align_corners : bool
@@ -122,4 +122,4 @@ def grid_sample_backward(
     return grid_sample_backward_op(grad_output, input, grid, params, mask)
 
 
-__all__ = ["Interpolation", "grid_sample", "grid_sample_backward"]
+__all__ = ["grid_sample", "grid_sample_backward"]

@@ -95,7 +95,7 @@ def parse_layout(layout: Any, rank: int) -> bool:
                      f"{first!r} (channels first, the default) or {last!r} (channels last)")
 
 
-def check_sample_args(input: Any, grid: Any, interpolation: Interpolation, layout: Any) -> bool:
+def check_sample_args(input: Any, grid: Any, layout: Any) -> bool:
     """Check input and grid of grid_sample; return whether the layout is channels-last."""
     for x, name in ((input, "input"), (grid, "grid")):
         if not hasattr(x, "shape") or not hasattr(x, "dtype"):

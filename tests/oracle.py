@@ -13,12 +13,10 @@ import jax_gridsample
 MODES = ("bilinear", "nearest", "bicubic")
 PADDINGS = ("zeros", "border", "reflection")
 
-# (spatial rank, mode) pairs that exist: bicubic is 2D only in PyTorch.
-CASES = [
-    (dims, mode, padding, align_corners)
-    for dims, mode, padding, align_corners in itertools.product((2, 3), MODES, PADDINGS, (False, True))
-    if not (dims == 3 and mode == "bicubic")
-]
+# Every (spatial rank, mode, padding, align_corners) we support.
+ALL_CASES = list(itertools.product((2, 3), MODES, PADDINGS, (False, True)))
+# Those PyTorch 2.13 has too: its bicubic is 2D only (3D bicubic is ours alone).
+CASES = [case for case in ALL_CASES if not (case[0] == 3 and case[1] == "bicubic")]
 
 
 def case_id(case) -> str:

@@ -1,0 +1,137 @@
+"""jit, vmap (every in_axes), grad and their compositions, against plain Python loops."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from oracle import implementations
+
+import jax_gridsample
+
+IMPLEMENTATIONS = implementations()
+KWARGS = dict(mode="bilinear", padding_mode="border", align_corners=False)
+B = 3  # the vmapped size
+
+
+def _data(dims, rng, channels_last=False):
+    spatial, out_spatial = (4, 5, 6)[-dims:], (3, 2, 4)[-dims:]
+    x = rng.standard_normal((2,) + spatial + (3,) if channels_last else (2, 3) + spatial)
+    grid = rng.uniform(-1.2, 1.2, (2,) + out_spatial + (dims,))
+    return jnp.asarray(x), jnp.asarray(grid)
+
+
+def _batched(x, axis, rng):
+    """B different copies of x stacked on ``axis`` (None: x itself, unbatched)."""
+    if axis is None:
+        return x
+    stacked = jnp.stack([x * (1 + 0.5 * b) + 0.1 * b for b in range(B)], 0)
+    return jnp.moveaxis(stacked, 0, axis)
+
+
+def _take(x, axis, b):
+    return x if axis is None else jnp.take(x, b, axis=axis)
+
+
+AXES = [(0, 0), (1, 2), (0, None), (3, None), (None, 0), (None, 2), (2, 1)]
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("layout", ["first", "last"])
+@pytest.mark.parametrize("dims", [2, 3])
+@pytest.mark.parametrize("in_axes", AXES, ids=str)
+def test_vmap_forward_matches_a_loop(in_axes, dims, layout, implementation):
+    rng = np.random.default_rng(20)
+    channels_last = layout == "last"
+    layout_name = {(2, False): "NCHW", (2, True): "NHWC", (3, False): "NCDHW",
+                   (3, True): "NDHWC"}[dims, channels_last]
+    x, grid = _data(dims, rng, channels_last)
+    xs, gs = _batched(x, in_axes[0], rng), _batched(grid, in_axes[1], rng)
+
+    def f(x, g):
+        return jax_gridsample.grid_sample(x, g, layout=layout_name,
+                                          implementation=implementation, **KWARGS)
+
+    got = jax.vmap(f, in_axes=in_axes)(xs, gs)
+    expected = jnp.stack([f(_take(xs, in_axes[0], b), _take(gs, in_axes[1], b))
+                          for b in range(B)])
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-12, atol=1e-12)
+
+
+BACKWARD_AXES = list(itertools.product((0, None), (0, 2, None), (0, 1, None)))
+BACKWARD_AXES = [a for a in BACKWARD_AXES if a != (None, None, None)]
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("output_mask", [(True, True), (True, False), (False, True)], ids=str)
+@pytest.mark.parametrize("in_axes", BACKWARD_AXES, ids=str)
+def test_vmap_backward_matches_a_loop(in_axes, output_mask, implementation):
+    rng = np.random.default_rng(21)
+    x, grid = _data(2, rng)
+    gout = jnp.asarray(rng.standard_normal((2, 3, 2, 4)))
+    args = [_batched(a, ax, rng) for a, ax in zip((gout, x, grid), in_axes, strict=True)]
+
+    def f(go, x, g):
+        grads = jax_gridsample.grid_sample_backward(go, x, g, output_mask=output_mask,
+                                                    implementation=implementation, **KWARGS)
+        return tuple(g for g in grads if g is not None)
+
+    got = jax.vmap(f, in_axes=in_axes)(*args)
+    loop = [f(*(_take(a, ax, b) for a, ax in zip(args, in_axes, strict=True)))
+            for b in range(B)]
+    for i, g in enumerate(got):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(jnp.stack([r[i] for r in loop])),
+                                   rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("in_axes", AXES, ids=str)
+def test_vmap_of_grad_matches_a_loop(in_axes, implementation):
+    rng = np.random.default_rng(22)
+    x, grid = _data(2, rng)
+    xs, gs = _batched(x, in_axes[0], rng), _batched(grid, in_axes[1], rng)
+    weights = jnp.asarray(rng.standard_normal((2, 3, 2, 4)))
+
+    def loss(x, g):
+        out = jax_gridsample.grid_sample(x, g, implementation=implementation, **KWARGS)
+        return jnp.sum(jnp.sin(out) * weights)
+
+    grad = jax.grad(loss, argnums=(0, 1))
+    got = jax.vmap(grad, in_axes=in_axes)(xs, gs)
+    loop = [grad(_take(xs, in_axes[0], b), _take(gs, in_axes[1], b)) for b in range(B)]
+    for i in range(2):
+        np.testing.assert_allclose(np.asarray(got[i]), np.asarray(jnp.stack([r[i] for r in loop])),
+                                   rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_jit_grad_and_nested_vmap(implementation):
+    rng = np.random.default_rng(23)
+    x, grid = _data(3, rng)
+    weights = jnp.asarray(rng.standard_normal((2, 3, 3, 2, 4)))
+
+    def loss(x, g):
+        out = jax_gridsample.grid_sample(x, g, implementation=implementation, **KWARGS)
+        return jnp.sum(out * weights)
+
+    eager = jax.grad(loss, argnums=(0, 1))(x, grid)
+    for transformed in (jax.jit(jax.grad(loss, argnums=(0, 1))),
+                        jax.grad(jax.jit(loss), argnums=(0, 1))):
+        for e, g in zip(eager, transformed(x, grid), strict=True):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-12, atol=1e-12)
+
+    # vmap over two extra axes (input batched on both, grid on the outer one only)
+    xs = jnp.stack([jnp.stack([x + i + 2 * j for j in range(2)]) for i in range(3)])
+    gs = jnp.stack([grid * (1 - 0.1 * i) for i in range(3)])
+
+    def f(x, g):
+        return jax_gridsample.grid_sample(x, g, implementation=implementation, **KWARGS)
+
+    got = jax.jit(jax.vmap(jax.vmap(f, in_axes=(0, None)), in_axes=(0, 0)))(xs, gs)
+    for i in range(3):
+        for j in range(2):
+            np.testing.assert_allclose(np.asarray(got[i, j]), np.asarray(f(xs[i, j], gs[i])),
+                                       rtol=1e-12, atol=1e-12)
