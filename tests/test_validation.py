@@ -99,7 +99,8 @@ def test_enums_carry_the_aclnn_codes():
     assert [int(m) for m in jax_gridsample.Padding] == [0, 1, 2]
     assert [m.name for m in jax_gridsample.Padding] == ["ZEROS", "BORDER", "REFLECTION"]
     rng = np.random.default_rng(0)
-    x, g = jnp.asarray(rng.standard_normal((1, 1, 4, 4))), jnp.asarray(rng.uniform(-1, 1, (1, 2, 2, 2)))
+    x = jnp.asarray(rng.standard_normal((1, 1, 4, 4)))
+    g = jnp.asarray(rng.uniform(-1, 1, (1, 2, 2, 2)))
     by_name = jax_gridsample.grid_sample(x, g, mode="bicubic", padding_mode="reflection")
     by_code = jax_gridsample.grid_sample(x, g, mode=2, padding_mode=2)
     by_enum = jax_gridsample.grid_sample(x, g, mode=jax_gridsample.Interpolation.BICUBIC,
