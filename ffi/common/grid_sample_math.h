@@ -56,52 +56,34 @@ GS_HOST_DEVICE inline T Unnormalize(T c, int64_t size, bool align_corners,
 // formed; *dg is 1 when u passes through and 0 when it was replaced.
 template <typename T>
 GS_HOST_DEVICE inline T Guard(T u, int64_t size, int64_t padding, T* dg) {
+  // Written with selects rather than branches: coordinates are data, and
+  // mispredicted branches would dominate the per-point cost.
   const T s = T(size);
-  *dg = T(1);
   if (padding == kZeros) {
-    if (!(GS_MATH(fabs)(u) <= s + T(8))) {  // NaN fails this test too.
-      *dg = T(0);
-      return T(-8);
-    }
-    return u;
+    const bool keep = GS_MATH(fabs)(u) <= s + T(8);  // false for NaN
+    *dg = keep ? T(1) : T(0);
+    return keep ? u : T(-8);
   }
   if (padding == kBorder) {
-    if (GS_MATH(isnan)(u)) {
-      *dg = T(0);
-      return T(0);
-    }
-    if (u < T(-8)) {
-      *dg = T(0);
-      return T(-8);
-    }
-    if (u > s + T(8)) {
-      *dg = T(0);
-      return s + T(8);
-    }
-    return u;
+    const bool keep = (u >= T(-8)) & (u <= s + T(8));  // false for NaN
+    T v = u < T(-8) ? T(-8) : u;
+    v = v > s + T(8) ? s + T(8) : v;
+    *dg = keep ? T(1) : T(0);
+    return GS_MATH(isnan)(u) ? T(0) : v;
   }
   // reflection: finite values of any magnitude are reflected.
-  if (GS_MATH(isnan)(u) || GS_MATH(isinf)(u)) {
-    *dg = T(0);
-    return T(0);
-  }
-  return u;
+  const bool keep = GS_MATH(isfinite)(u);
+  *dg = keep ? T(1) : T(0);
+  return keep ? u : T(0);
 }
 
 // Border clip to [0, size - 1]; *d is 1 strictly inside, 0 at or beyond ends.
 template <typename T>
 GS_HOST_DEVICE inline T ClipWithGrad(T u, int64_t size, T* d) {
   const T hi = T(size - 1);
-  if (u <= T(0)) {
-    *d = T(0);
-    return T(0);
-  }
-  if (u >= hi) {
-    *d = T(0);
-    return hi;
-  }
-  *d = T(1);
-  return u;
+  *d = ((u > T(0)) & (u < hi)) ? T(1) : T(0);
+  const T v = u <= T(0) ? T(0) : u;
+  return v >= hi ? hi : v;
 }
 
 // Reflection about lo = twice_lo / 2 and hi = twice_hi / 2. *d is +-1 (0 for
@@ -123,7 +105,8 @@ GS_HOST_DEVICE inline T ReflectWithGrad(T u, T twice_lo, T twice_hi, T* d) {
   }
   const T extra = GS_MATH(fmod)(a, span);
   const T flips = GS_MATH(floor)(a / span);
-  if (GS_MATH(fmod)(flips, T(2)) == T(0)) {
+  // Parity of the (integer-valued) flips, exact in floating point.
+  if (flips - T(2) * GS_MATH(floor)(flips * T(0.5)) == T(0)) {
     *d = sign;
     return extra + lo;
   }
@@ -164,9 +147,9 @@ GS_HOST_DEVICE inline T Pad(T u, int64_t size, int64_t padding,
 // rounding up for sizes beyond the float mantissa.
 template <typename T>
 GS_HOST_DEVICE inline int64_t TapIndex(T x, int64_t size) {
-  if (!(x >= T(0) && x <= T(size - 1))) return -1;
-  const int64_t i = static_cast<int64_t>(x);
-  return i < size ? i : -1;
+  const bool in = (x >= T(0)) & (x <= T(size - 1));  // false for NaN
+  const int64_t i = static_cast<int64_t>(in ? x : T(0));
+  return (in & (i < size)) ? i : int64_t{-1};
 }
 
 // Cubic convolution weights of the four taps x0-1 .. x0+2 for t = u - x0.

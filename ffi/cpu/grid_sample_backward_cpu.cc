@@ -84,21 +84,37 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           for (int a = 0; a < K; ++a) gacc[b][a] = T(0);
       }
       if (!kChannelsLast) {
+        // One point's taps for one channel.
+        auto point = [&](int b, int nt, T gv, const S* src, T* gi) {
+          for (int t = 0; t < nt; ++t) {
+            const int64_t off = tb->off[b][t];
+            if (gi != nullptr) gi[off] += tb->w[b][t] * gv;
+            if (grad) {
+              const T prod = gv * Fmt::Load(src[off]);
+              for (int a = 0; a < K; ++a) gacc[b][a] += prod * tb->gw[b][a][t];
+            }
+          }
+        };
+        // Points with every tap in range: channel-outer.
         for (int64_t c = c_begin; c < c_end; ++c) {
           const S* go = grad_out + (n * channels + c) * points + p0;
           const S* src = input + (n * channels + c) * plane;
           T* gi = gi_buf != nullptr ? gi_buf + (n * channels + c) * plane : nullptr;
-          for (int64_t b = 0; b < cnt; ++b) {
-            const T gv = Fmt::Load(go[b]);
-            for (int t = 0; t < kTaps; ++t) {
-              const int64_t off = tb->off[b][t];
-              if (off < 0) continue;
-              if (gi != nullptr) gi[off] += tb->w[b][t] * gv;
-              if (grad) {
-                const T prod = gv * Fmt::Load(src[off]);
-                for (int a = 0; a < K; ++a) gacc[b][a] += prod * tb->gw[b][a][t];
-              }
-            }
+          for (int i = 0; i < tb->n_full; ++i) {
+            const int b = tb->full[i];
+            point(b, kTaps, Fmt::Load(go[b]), src, gi);
+          }
+        }
+        // The others: point-outer, so the tap count is fixed over the channel loop.
+        for (int i = 0; i < tb->n_part; ++i) {
+          const int b = tb->part[i];
+          const int nt = tb->ntaps[b];
+          if (nt == 0) continue;
+          for (int64_t c = c_begin; c < c_end; ++c) {
+            const T gv = Fmt::Load(grad_out[(n * channels + c) * points + p0 + b]);
+            const S* src = input + (n * channels + c) * plane;
+            T* gi = gi_buf != nullptr ? gi_buf + (n * channels + c) * plane : nullptr;
+            point(b, nt, gv, src, gi);
           }
         }
       } else {
@@ -107,9 +123,9 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           const S* go = grad_out + (n * points + p0 + b) * channels + c_begin;
           T* gvals = gvec.data();
           for (int64_t c = 0; c < cn; ++c) gvals[c] = Fmt::Load(go[c]);
-          for (int t = 0; t < kTaps; ++t) {
+          const int nt = tb->ntaps[b];
+          for (int t = 0; t < nt; ++t) {
             const int64_t off = tb->off[b][t];
-            if (off < 0) continue;
             if (gi_buf != nullptr) {
               T* gi = gi_buf + (n * plane + off) * channels + c_begin;
               const T wt = tb->w[b][t];

@@ -157,9 +157,12 @@ inline size_t OutputDims(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid
   return r;
 }
 
-// Taps of a block of output points: combined (tensor product) offsets into
-// one input plane (-1: reads nothing), weights, and for the grid gradient the
+// Taps of a block of output points: the in-range taps of each point (tensor
+// product of the axes' taps, out-of-range ones left out, order kept) as
+// offsets into one input plane, their weights, and for the grid gradient the
 // per-axis weight derivatives and the per-axis coordinate chain factor.
+// Points whose taps are all in range are listed in `full`, the others in
+// `part`, so that the channel loops need no per-tap branch.
 template <typename T, int K, int kInterp>
 struct TapBlock {
   static constexpr int kT1 = gs::TapsPerAxis(kInterp);
@@ -169,7 +172,10 @@ struct TapBlock {
   T w[kBlock][kTaps];
   T gw[kBlock][K][kTaps];  // d(weight)/d(padded coordinate of axis a)
   T dmult[kBlock][K];      // d(padded coordinate)/d(normalized coordinate)
-  bool all_valid;          // every tap of every point is in range
+  int ntaps[kBlock];       // in-range taps of each point
+  int full[kBlock];        // points with all kTaps taps in range
+  int part[kBlock];        // the other points
+  int n_full, n_part;
 };
 
 template <typename TB>
@@ -185,8 +191,9 @@ inline void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geo
   using T = typename Fmt::Compute;
   using TB = TapBlock<T, K, kInterp>;
   constexpr int kT1 = TB::kT1;
+  constexpr int kTaps = TB::kTaps;
   using Axis = gs::AxisTaps<T, kT1>;
-  bool all_valid = true;
+  int n_full = 0, n_part = 0;
   for (int64_t b = 0; b < count; ++b) {
     const typename Fmt::Storage* pt = grid + b * K;
     Axis ax, ay, az;
@@ -201,30 +208,37 @@ inline void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geo
       az.dmult = T(0);
     }
     constexpr int kTz = K == 3 ? kT1 : 1;
+    int n = 0;  // compacted position: written unconditionally, advanced if valid
     for (int l = 0; l < kTz; ++l) {
       for (int j = 0; j < kT1; ++j) {
         for (int i = 0; i < kT1; ++i) {
-          const int t = (l * kT1 + j) * kT1 + i;
-          const bool valid = ax.idx[i] >= 0 && ay.idx[j] >= 0 && az.idx[l] >= 0;
-          all_valid &= valid;
-          tb->off[b][t] = valid ? (az.idx[l] * g.h + ay.idx[j]) * g.w + ax.idx[i] : -1;
+          const bool valid = (ax.idx[i] >= 0) & (ay.idx[j] >= 0) & (az.idx[l] >= 0);
+          const int slot = n;  // < kTaps: at most the taps before this one were valid
+          tb->off[b][slot] = (az.idx[l] * g.h + ay.idx[j]) * g.w + ax.idx[i];
           if (K == 3) {
-            tb->w[b][t] = ax.w[i] * ay.w[j] * az.w[l];
+            tb->w[b][slot] = ax.w[i] * ay.w[j] * az.w[l];
           } else {
-            tb->w[b][t] = ax.w[i] * ay.w[j];
+            tb->w[b][slot] = ax.w[i] * ay.w[j];
           }
           if (need_grad) {
             if (K == 3) {
-              tb->gw[b][0][t] = ax.dw[i] * ay.w[j] * az.w[l];
-              tb->gw[b][1][t] = ax.w[i] * ay.dw[j] * az.w[l];
-              tb->gw[b][K - 1][t] = ax.w[i] * ay.w[j] * az.dw[l];
+              tb->gw[b][0][slot] = ax.dw[i] * ay.w[j] * az.w[l];
+              tb->gw[b][1][slot] = ax.w[i] * ay.dw[j] * az.w[l];
+              tb->gw[b][K - 1][slot] = ax.w[i] * ay.w[j] * az.dw[l];
             } else {
-              tb->gw[b][0][t] = ax.dw[i] * ay.w[j];
-              tb->gw[b][1][t] = ax.w[i] * ay.dw[j];
+              tb->gw[b][0][slot] = ax.dw[i] * ay.w[j];
+              tb->gw[b][1][slot] = ax.w[i] * ay.dw[j];
             }
           }
+          n += valid ? 1 : 0;
         }
       }
+    }
+    tb->ntaps[b] = n;
+    if (n == kTaps) {
+      tb->full[n_full++] = static_cast<int>(b);
+    } else {
+      tb->part[n_part++] = static_cast<int>(b);
     }
     if (need_grad) {
       tb->dmult[b][0] = ax.dmult;
@@ -232,7 +246,8 @@ inline void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geo
       if (K == 3) tb->dmult[b][K - 1] = az.dmult;
     }
   }
-  tb->all_valid = all_valid;
+  tb->n_full = n_full;
+  tb->n_part = n_part;
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -40,24 +40,26 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       const int64_t cnt = std::min(kBlock, p_end - p0);
       FillTaps<Fmt, K, kInterp>(grid + (n * points + p0) * K, cnt, g, false, tb.get());
       if (!kChannelsLast) {
+        // Points with every tap in range: channel-outer, contiguous output rows.
         for (int64_t c = 0; c < channels; ++c) {
           const S* src = input + (n * channels + c) * plane;
           S* dst = output + (n * channels + c) * points + p0;
-          if (tb->all_valid) {
-            for (int64_t b = 0; b < cnt; ++b) {
-              T sum = T(0);
-              for (int t = 0; t < kTaps; ++t) sum += tb->w[b][t] * Fmt::Load(src[tb->off[b][t]]);
-              dst[b] = Fmt::Store(sum);
-            }
-          } else {
-            for (int64_t b = 0; b < cnt; ++b) {
-              T sum = T(0);
-              for (int t = 0; t < kTaps; ++t) {
-                const int64_t off = tb->off[b][t];
-                if (off >= 0) sum += tb->w[b][t] * Fmt::Load(src[off]);
-              }
-              dst[b] = Fmt::Store(sum);
-            }
+          for (int i = 0; i < tb->n_full; ++i) {
+            const int b = tb->full[i];
+            T sum = T(0);
+            for (int t = 0; t < kTaps; ++t) sum += tb->w[b][t] * Fmt::Load(src[tb->off[b][t]]);
+            dst[b] = Fmt::Store(sum);
+          }
+        }
+        // The others: point-outer, so the tap count is fixed over the channel loop.
+        for (int i = 0; i < tb->n_part; ++i) {
+          const int b = tb->part[i];
+          const int nt = tb->ntaps[b];
+          for (int64_t c = 0; c < channels; ++c) {
+            const S* src = input + (n * channels + c) * plane;
+            T sum = T(0);
+            for (int t = 0; t < nt; ++t) sum += tb->w[b][t] * Fmt::Load(src[tb->off[b][t]]);
+            output[(n * channels + c) * points + p0 + b] = Fmt::Store(sum);
           }
         }
       } else {
@@ -67,9 +69,9 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           for (int64_t c0 = 0; c0 < channels; c0 += kCBlock) {
             const int64_t cn = std::min(kCBlock, channels - c0);
             for (int64_t c = 0; c < cn; ++c) acc[c] = T(0);
-            for (int t = 0; t < kTaps; ++t) {
+            const int nt = tb->ntaps[b];
+            for (int t = 0; t < nt; ++t) {
               const int64_t off = tb->off[b][t];
-              if (off < 0) continue;
               const T wt = tb->w[b][t];
               const S* row = src_n + off * channels + c0;
               for (int64_t c = 0; c < cn; ++c) acc[c] += wt * Fmt::Load(row[c]);
