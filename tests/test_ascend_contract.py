@@ -1,0 +1,488 @@
+"""The Ascend (aclnn) handlers, run for real against a simulated aclnn library.
+
+The simulator (``tests/ascend_sim/aclnn_sim.cc``) is compiled here with the system C++ compiler,
+loaded by the handlers through their ordinary dlopen path (``JAX_GRIDSAMPLE_ACLNN_LIBS``), and
+the handlers are registered for the CPU platform under test-only target names and called
+through JAX. The simulator computes in float64 on host memory, enforces the documented
+parameter checks, the outputMask rules and single-use executors, records every call, and can
+be told to fail a chosen call with a chosen status.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jax_gridsample import _ascend, _primitives
+from jax_gridsample._reference import grid_sample_backward_reference, grid_sample_reference
+
+SIM_SOURCE = Path(__file__).parent / "ascend_sim" / "aclnn_sim.cc"
+FORWARD = "jax_gridsample_test_ascend_forward"
+BACKWARD = "jax_gridsample_test_ascend_backward"
+ENV = "JAX_GRIDSAMPLE_ACLNN_LIBS"
+
+DTYPES = {  # dtype -> (aclDataType, rtol/atol against the float64 oracle)
+    jnp.float64: (11, 1e-12),
+    jnp.float32: (0, 2e-6),
+    jnp.float16: (1, 2e-3),
+    jnp.bfloat16: (27, 1.6e-2),
+}
+# (spatial rank, interpolation, padding, align_corners) aclnn has: bicubic is 2D forward only.
+CASES = [c for c in itertools.product((2, 3), (0, 1, 2), (0, 1, 2), (False, True))
+         if not (c[0] == 3 and c[1] == 2)]
+
+
+def case_id(case) -> str:
+    k, interp, pad, ac = case
+    return f"{k}d-{['bilinear', 'nearest', 'bicubic'][interp]}-" \
+           f"{['zeros', 'border', 'reflection'][pad]}-{'ac' if ac else 'noac'}"
+
+
+# --- the simulator and the handler module -------------------------------------------------
+
+@pytest.fixture(scope="session")
+def sim_path(tmp_path_factory) -> str:
+    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") \
+        or shutil.which("clang++")
+    if compiler is None:
+        pytest.fail("no C++ compiler found (set CXX): the Ascend contract tests build the "
+                    "simulated aclnn library from tests/ascend_sim/aclnn_sim.cc")
+    out = tmp_path_factory.mktemp("aclnn_sim") / "libaclnn_sim.so"
+    cmd = [compiler, "-std=c++17", "-O1", "-shared", "-fPIC", str(SIM_SOURCE), "-o", str(out)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.fail(f"building the aclnn simulator failed:\n{' '.join(cmd)}\n{result.stderr}")
+    return str(out)
+
+
+class Sim:
+    """ctypes view of the simulator's test knobs (the same loaded copy the handlers use)."""
+
+    def __init__(self, path: str):
+        lib = ctypes.CDLL(path)
+        lib.sim_get_log.restype = ctypes.c_char_p
+        lib.sim_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int32]
+        lib.sim_live.argtypes = [ctypes.c_char_p]
+        lib.sim_live.restype = ctypes.c_int64
+        lib.sim_set_workspace_size.argtypes = [ctypes.c_uint64]
+        lib.sim_get_deterministic.restype = ctypes.c_int64
+        lib.sim_set_deterministic.argtypes = [ctypes.c_int64]
+        self.lib = lib
+
+    def log(self) -> list[str]:
+        return self.lib.sim_get_log().decode().splitlines()
+
+    def reset(self) -> None:
+        self.lib.sim_reset()
+
+    def fail_next(self, fn: str, code: int) -> None:
+        self.lib.sim_fail_next(fn.encode(), code)
+
+    def live(self) -> dict[str, int]:
+        return {k: self.lib.sim_live(k.encode())
+                for k in ("tensor", "bool_array", "executor", "malloc")}
+
+
+NOTHING_LIVE = {"tensor": 0, "bool_array": 0, "executor": 0, "malloc": 0}
+
+
+@pytest.fixture(scope="session")
+def kernels():
+    try:
+        from jax_gridsample import _ascend_kernels
+    except ImportError as exc:  # it builds everywhere: its absence is a build failure
+        pytest.fail(f"jax_gridsample._ascend_kernels is not built: {exc}")
+    regs = _ascend_kernels.registrations()
+    jax.ffi.register_ffi_target(FORWARD, regs[_ascend.FORWARD_TARGET], platform="cpu")
+    jax.ffi.register_ffi_target(BACKWARD, regs[_ascend.BACKWARD_TARGET], platform="cpu")
+    return _ascend_kernels
+
+
+@pytest.fixture(scope="session")
+def _session_sim(sim_path, kernels):
+    old = os.environ.get(ENV)
+    os.environ[ENV] = sim_path
+    yield Sim(sim_path)
+    if old is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = old
+
+
+@pytest.fixture
+def sim(_session_sim, sim_path):
+    os.environ[ENV] = sim_path
+    _session_sim.reset()
+    yield _session_sim
+    assert _session_sim.live() == NOTHING_LIVE, "the handler leaked aclnn objects or memory"
+
+
+# --- calling the handlers through JAX -------------------------------------------------------
+
+def _attrs(interp, pad, ac, deterministic=False, channels_last=False):
+    return dict(interpolation=np.int64(interp), padding=np.int64(pad), align_corners=bool(ac),
+                channels_last=bool(channels_last), deterministic=bool(deterministic))
+
+
+def ascend_forward(x, g, interp, pad, ac, **kw):
+    out = jax.ShapeDtypeStruct(x.shape[:2] + g.shape[1:-1], x.dtype)
+    call = jax.ffi.ffi_call(FORWARD, out)
+    return jax.jit(lambda a, b: call(a, b, **_attrs(interp, pad, ac, **kw)))(x, g)
+
+
+def ascend_backward(go, x, g, interp, pad, ac, mask=(True, True), **kw):
+    outs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a, m in zip((x, g), mask, strict=True) if m]
+    call = jax.ffi.ffi_call(BACKWARD, outs)
+    attrs = dict(_attrs(interp, pad, ac, **kw), input_mask=bool(mask[0]),
+                 grid_mask=bool(mask[1]))
+    return jax.jit(lambda *a: call(*a, **attrs))(go, x, g)
+
+
+def make_data(k, dtype, seed=0, n=2, c=3):
+    rng = np.random.default_rng(seed)
+    spatial = (3, 4, 5)[3 - k:]
+    out_spatial = (2, 3, 4)[3 - k:]
+    x = rng.standard_normal((n, c) + spatial)
+    g = rng.uniform(-1.2, 1.2, (n,) + out_spatial + (k,))
+    go = rng.standard_normal((n, c) + out_spatial)
+    return tuple(jnp.asarray(a, dtype) for a in (x, g, go))
+
+
+def f64(a):
+    return np.asarray(jnp.asarray(a, jnp.float64))
+
+
+def assert_close(actual, expected, tol):
+    np.testing.assert_allclose(f64(actual), f64(expected), rtol=tol, atol=tol)
+
+
+# --- results equal the reference ------------------------------------------------------------
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_forward_and_gradients_match_reference(sim, case):
+    k, interp, pad, ac = case
+    for dtype, (_, tol) in DTYPES.items():
+        x, g, go = make_data(k, dtype)
+        xd, gd, god = (a.astype(jnp.float64) for a in (x, g, go))  # the oracle sees the same
+        out = ascend_forward(x, g, interp, pad, ac)
+        assert out.dtype == dtype
+        assert_close(out, grid_sample_reference(xd, gd, interp, pad, ac), tol)
+        if interp == 2:  # aclnn's backward has no bicubic: see test_bicubic_backward_rejected
+            continue
+        gi, gg = ascend_backward(go, x, g, interp, pad, ac)
+        ri, rg = grid_sample_backward_reference(god, xd, gd, interp, pad, ac, (True, True))
+        assert gi.dtype == dtype and gg.dtype == dtype
+        # Gradients sum many terms, so their scale (not each term's) sets the tolerance.
+        assert_close(gi, ri, tol * 4)
+        assert_close(gg, rg, tol * 4 * max(1.0, float(np.abs(f64(rg)).max())))
+
+
+def test_empty_batch(sim):
+    x, g, go = make_data(2, jnp.float32, n=0)
+    assert ascend_forward(x, g, 0, 0, False).shape == (0, 3, 3, 4)
+    gi, gg = ascend_backward(go, x, g, 0, 0, False)
+    assert gi.shape == x.shape and gg.shape == g.shape
+
+
+# --- the call sequence ---------------------------------------------------------------------
+
+def _calls(log):
+    return [line.split()[0] for line in log if not line.startswith("  ")]
+
+
+@pytest.mark.parametrize("k", (2, 3))
+def test_forward_call_sequence(sim, k):
+    x, g, _ = make_data(k, jnp.float32)
+    ascend_forward(x, g, 0, 1, True)
+    log = sim.log()
+    calls = _calls(log)
+    name = f"aclnnGridSampler{k}D"
+    assert calls.count("aclCreateTensor") == 3
+    assert calls.count(name + "GetWorkspaceSize") == 1 and calls.count(name) == 1
+    assert calls.index(name + "GetWorkspaceSize") < calls.index(name)
+    assert all(c < calls.index(name + "GetWorkspaceSize")
+               for c, n in enumerate(calls) if n == "aclCreateTensor")
+    assert calls.count("aclDestroyTensor") == 3
+    # Contiguous strides, offset 0, the dtype and the documented formats.
+    created = [line for line in log if line.startswith("aclCreateTensor")]
+    formats = [int(re.search(r"/f(\d+)", line).group(1)) for line in created]
+    assert formats == ([2, 2, 2] if k == 2 else [30, 27, 30])
+    for line in created:
+        assert "/dt0/" in line and "offset=0" in line
+    strides = re.search(r"strides=\[([\d,]+)\]", created[0]).group(1)
+    assert [int(s) for s in strides.split(",")] == list(np.cumprod(x.shape[::-1])[::-1][1:]) + [1]
+    # The workspace (256 bytes by default) is device memory handed to the launch.
+    launch = next(line for line in log if line.startswith(name + " "))
+    assert "workspace_size=256 workspace=set" in launch
+
+
+def test_executors_are_single_use(sim):
+    x, g, go = make_data(2, jnp.float32)
+    for _ in range(2):
+        ascend_forward(x, g, 0, 0, False)
+        ascend_backward(go, x, g, 0, 0, False)
+    log = sim.log()
+    made = [m.group(1) for line in log if (m := re.search(r"-> executor (E\d+)", line))]
+    launched = [m.group(1) for line in log if (m := re.search(r" executor=(\S+)", line))]
+    assert len(made) == 4 and sorted(made) == sorted(launched)
+    assert len(set(launched)) == 4  # a fresh executor per call, each launched once
+
+
+def test_no_workspace_means_no_allocation(sim):
+    sim.lib.sim_set_workspace_size(0)
+    x, g, _ = make_data(2, jnp.float32)
+    ascend_forward(x, g, 0, 0, False)
+    log = sim.log()
+    assert not any(line.startswith("aclrtMalloc") for line in log)
+    assert "workspace_size=0 workspace=null" in next(
+        line for line in log if line.startswith("aclnnGridSampler2D "))
+
+
+# --- errors reach Python, nothing leaks ----------------------------------------------------
+
+STATUS_NAMES = {161001: "ACLNN_ERR_PARAM_NULLPTR", 161002: "ACLNN_ERR_PARAM_INVALID",
+                361001: "ACLNN_ERR_RUNTIME_ERROR", 561103: "ACLNN_ERR_INNER_NULLPTR",
+                561000: "ACLNN_ERR_INNER"}
+
+
+@pytest.mark.parametrize("k", (2, 3))
+@pytest.mark.parametrize("backward", (False, True), ids=("forward", "backward"))
+@pytest.mark.parametrize("phase", ("GetWorkspaceSize", ""), ids=("workspace", "launch"))
+@pytest.mark.parametrize("code", sorted(STATUS_NAMES))
+def test_status_errors_reach_python(sim, k, backward, phase, code):
+    x, g, go = make_data(k, jnp.float32)
+    fn = f"aclnnGridSampler{k}D{'Backward' if backward else ''}{phase}"
+    sim.fail_next(fn, code)
+    with pytest.raises(Exception) as info:
+        if backward:
+            jax.block_until_ready(ascend_backward(go, x, g, 0, 0, False))
+        else:
+            jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
+    msg = str(info.value)
+    assert f"{fn} failed with {STATUS_NAMES[code]} ({code})" in msg
+    assert f"injected failure of {fn} ({code})" in msg  # aclGetRecentErrMsg()
+    calls = _calls(sim.log())
+    assert calls.count("aclDestroyTensor") == calls.count("aclCreateTensor")
+    assert calls.count("aclDestroyBoolArray") == calls.count("aclCreateBoolArray")
+    if phase:  # no launch after a failed workspace query
+        assert f"aclnnGridSampler{k}D{'Backward' if backward else ''}" not in calls
+    # the sim fixture asserts that nothing is left alive
+
+
+@pytest.mark.parametrize("fn, expected", [
+    ("aclCreateTensor", "aclCreateTensor returned null"),
+    ("aclCreateBoolArray", "aclCreateBoolArray returned null"),
+    ("aclrtMalloc", "aclrtMalloc of 256 bytes for the aclnn workspace failed with aclError 207001"),
+    ("aclrtCtxSetSysParamOpt", "aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 1) failed"),
+])
+def test_helper_failures_reach_python(sim, fn, expected):
+    x, g, go = make_data(2, jnp.float32)
+    sim.fail_next(fn, 207001)
+    with pytest.raises(Exception, match=re.escape(expected)):
+        jax.block_until_ready(ascend_backward(go, x, g, 0, 0, False, deterministic=True))
+    calls = _calls(sim.log())
+    if fn == "aclrtMalloc":  # the executor that was never launched is destroyed
+        assert "aclDestroyAclOpExecutor" in calls
+    assert sim.lib.sim_get_deterministic() == 0
+
+
+def test_documented_checks_reach_python(sim):
+    """The library's own validation (bicubic has no aclnn backward) surfaces as such."""
+    x, g, go = make_data(2, jnp.float32)
+    with pytest.raises(Exception, match=r"ACLNN_ERR_PARAM_INVALID \(161002\).*"
+                                        r"interpolationMode 2 not supported"):
+        jax.block_until_ready(ascend_backward(go, x, g, 2, 0, False))
+
+
+def test_bicubic_backward_rejected_and_routed_to_reference():
+    grid4 = jax.ShapeDtypeStruct((1, 2, 2, 2), jnp.float32)
+    grid5 = jax.ShapeDtypeStruct((1, 2, 2, 2, 3), jnp.float32)
+    params = dict(channels_last=False)
+    assert _ascend.supports(False, [grid4, grid4], interpolation=2, **params)
+    assert not _ascend.supports(True, [grid4, grid4, grid4], interpolation=2, **params)
+    assert not _ascend.supports(False, [grid5, grid5], interpolation=2, **params)
+    assert _ascend.supports(True, [grid5, grid5, grid5], interpolation=1, **params)
+    assert not _ascend.supports(False, [grid4, grid4], interpolation=0, channels_last=True)
+
+
+def test_channels_last_is_a_clear_error(sim):
+    x, g, _ = make_data(2, jnp.float32)
+    with pytest.raises(Exception, match="channels-first input only"):
+        jax.block_until_ready(ascend_forward(x, g, 0, 0, False, channels_last=True))
+    assert sim.log() == []  # rejected before any library call
+
+
+# --- output_mask ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k", (2, 3))
+@pytest.mark.parametrize("mask", [(True, False), (False, True)])
+def test_output_mask_single_gradient(sim, k, mask):
+    x, g, go = make_data(k, jnp.float32)
+    results = ascend_backward(go, x, g, 0, 2, False, mask=mask)
+    assert len(results) == 1
+    ref = grid_sample_backward_reference(*(a.astype(jnp.float64) for a in (go, x, g)),
+                                         0, 2, False, mask)
+    expected = ref[0] if mask[0] else ref[1]
+    assert results[0].shape == expected.shape
+    assert_close(results[0], expected, 1e-5)
+    log = sim.log()
+    masks = [re.search(r"mask=(\S+)", line).group(1) for line in log if "mask=" in line]
+    assert len(masks) == 1
+    assert masks[0].endswith(f"[{int(mask[0])},{int(mask[1])}]")  # a real 2-element array
+    assert "computes nothing" not in "\n".join(log)
+    # The masked-off gradient still gets a tensor over device memory of its own.
+    assert any(line.startswith("aclrtMalloc") for line in log)
+
+
+def test_handler_never_passes_an_empty_mask(sim):
+    x, g, go = make_data(2, jnp.float32)
+    call = jax.ffi.ffi_call(BACKWARD, [], has_side_effect=True)
+    attrs = dict(_attrs(0, 0, False), input_mask=False, grid_mask=False)
+    with pytest.raises(Exception, match="asks for no gradient"):
+        jax.block_until_ready(jax.jit(lambda *a: call(*a, **attrs))(go, x, g))
+    assert sim.log() == []
+
+
+# --- determinism ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("previous", (0, 1))
+def test_deterministic_set_and_restored(sim, previous):
+    sim.lib.sim_set_deterministic(previous)
+    x, g, go = make_data(3, jnp.float32)
+    ascend_backward(go, x, g, 0, 0, True, deterministic=True)
+    log = sim.log()
+    ws = next(line for line in log if "BackwardGetWorkspaceSize" in line)
+    assert "det=1" in ws  # on while the kernel is chosen
+    sets = [line for line in log if line.startswith("aclrtCtxSetSysParamOpt")]
+    if previous == 0:
+        assert sets == ["aclrtCtxSetSysParamOpt opt=0 value=1",
+                        "aclrtCtxSetSysParamOpt opt=0 value=0"]
+        assert log.index(sets[1]) > log.index(next(
+            line for line in log if line.startswith("aclnnGridSampler3DBackward ")))
+    else:
+        assert sets == []
+    assert sim.lib.sim_get_deterministic() == previous
+
+
+def test_not_deterministic_touches_nothing(sim):
+    x, g, go = make_data(2, jnp.float32)
+    ascend_backward(go, x, g, 0, 0, True)
+    ascend_forward(x, g, 0, 0, True, deterministic=True)
+    assert not any("SysParamOpt" in line for line in sim.log())
+
+
+# --- loading the library -------------------------------------------------------------------
+
+def test_missing_library_is_a_clear_error(sim, kernels, tmp_path):
+    x, g, _ = make_data(2, jnp.float32)
+    missing = str(tmp_path / "libopapi_missing.so")
+    os.environ[ENV] = missing
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
+    msg = str(info.value)
+    assert missing in msg and "set_env.sh" in msg and ENV in msg
+    with pytest.raises(RuntimeError, match="libopapi_missing.so"):
+        kernels.load_libraries()
+
+
+def test_library_without_the_symbols_is_a_clear_error(sim):
+    x, g, _ = make_data(2, jnp.float32)
+    os.environ[ENV] = "libm.so.6"
+    with pytest.raises(Exception, match=r"symbols aclCreateTensor, .*aclnnGridSampler2D.* not "
+                                        r"found in libm\.so\.6"):
+        jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
+
+
+def test_loader_reports_where_it_loaded_from(sim, kernels, sim_path):
+    assert sim_path in kernels.load_libraries()
+    assert sim_path in _ascend.status()
+
+
+# --- the package's lowering, end to end ------------------------------------------------------
+
+def test_no_ascend_lowering_without_the_plugin():
+    assert not any(name in _primitives.NATIVE_KERNELS for name in
+                   _ascend.lowering_platform_names())
+    called = []
+    _ascend.on_platform_known(called.append)
+    assert called == []
+
+
+def test_registers_once_jax_knows_the_platform(monkeypatch):
+    called = []
+    monkeypatch.setattr(_ascend, "_known", lambda name: name == "ascend")
+    _ascend.on_platform_known(called.append)
+    assert called == ["ascend"]
+
+
+@pytest.fixture
+def ascend_lowering_on_cpu():
+    """The Ascend kernel entry, with the test targets, as the CPU lowering (restored after)."""
+    from jax._src.interpreters import mlir as mlir_internal
+
+    kernel = _primitives.NativeKernel(
+        _ascend.available, FORWARD, BACKWARD, _ascend.forward_attributes,
+        _ascend.backward_attributes, supports=_ascend.supports)
+    table = mlir_internal._platform_specific_lowerings["cpu"]
+    prims = (_primitives.grid_sample_p, _primitives.grid_sample_backward_p)
+    saved = {p: table.get(p) for p in prims}
+    fwd_ref = _primitives._reference_lowering(_primitives._forward_reference, False)
+    bwd_ref = _primitives._reference_lowering(_primitives._backward_reference, True)
+    jax.clear_caches()
+    for prim, backward, ref in ((prims[0], False, fwd_ref), (prims[1], True, bwd_ref)):
+        mlir_internal.register_lowering(
+            prim, _primitives._native_lowering("cpu", kernel, backward, ref), platform="cpu")
+    yield
+    for p, entry in saved.items():
+        if entry is None:
+            table.pop(p, None)
+        else:
+            table[p] = entry
+    jax.clear_caches()
+
+
+def test_public_api_runs_on_aclnn(sim, ascend_lowering_on_cpu):
+    import jax_gridsample
+
+    x, g, _ = make_data(2, jnp.float32)
+
+    def loss(x, g):
+        return jnp.sum(jax_gridsample.grid_sample(x, g, mode="bilinear", padding_mode="border",
+                                                  deterministic=True) ** 2)
+
+    hlo = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, g).as_text()
+    assert FORWARD in hlo and BACKWARD in hlo
+    gx, gg = jax.grad(loss, argnums=(0, 1))(x, g)
+    calls = _calls(sim.log())
+    assert "aclnnGridSampler2D" in calls and "aclnnGridSampler2DBackward" in calls
+    xd, gd = x.astype(jnp.float64), g.astype(jnp.float64)
+    out = grid_sample_reference(xd, gd, 0, 1, False)
+    rx, rg = grid_sample_backward_reference(2 * out, xd, gd, 0, 1, False, (True, True))
+    assert_close(gx, rx, 1e-5)
+    assert_close(gg, rg, 1e-5 * max(1.0, float(np.abs(f64(rg)).max())))
+
+
+def test_public_api_routes_uncovered_calls_to_reference(sim, ascend_lowering_on_cpu):
+    import jax_gridsample
+
+    x, g, _ = make_data(2, jnp.float32)
+
+    def loss(x, g):
+        return jnp.sum(jax_gridsample.grid_sample(x, g, mode="bicubic") ** 2)
+
+    jax.grad(loss, argnums=(0, 1))(x, g)  # bicubic: aclnn forward, reference backward
+    calls = _calls(sim.log())
+    assert "aclnnGridSampler2D" in calls and "aclnnGridSampler2DBackward" not in calls
+    with pytest.raises(NotImplementedError, match="does not cover this call"):
+        jax_gridsample.grid_sample_backward(
+            jnp.ones((2, 3, 3, 4), jnp.float32), x, g, mode="bicubic", implementation="native")
