@@ -486,3 +486,106 @@ def test_public_api_routes_uncovered_calls_to_reference(sim, ascend_lowering_on_
     with pytest.raises(NotImplementedError, match="does not cover this call"):
         jax_gridsample.grid_sample_backward(
             jnp.ones((2, 3, 3, 4), jnp.float32), x, g, mode="bicubic", implementation="native")
+
+
+# --- the simulator itself follows the documentation ----------------------------------------
+
+class SimCalls:
+    """Direct ctypes calls into the simulator, for its documented checks."""
+
+    def __init__(self, sim: Sim):
+        lib = sim.lib
+        p, i64, u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
+        lib.aclCreateTensor.restype = p
+        lib.aclCreateTensor.argtypes = [p, u64, ctypes.c_int32, p, i64, ctypes.c_int32, p, u64, p]
+        lib.aclDestroyTensor.argtypes = [p]
+        lib.aclCreateBoolArray.restype = p
+        lib.aclCreateBoolArray.argtypes = [p, u64]
+        lib.aclDestroyBoolArray.argtypes = [p]
+        lib.aclnnGridSampler2DBackwardGetWorkspaceSize.argtypes = [
+            p, p, p, i64, i64, ctypes.c_bool, p, p, p, ctypes.POINTER(u64), ctypes.POINTER(p)]
+        lib.aclnnGridSampler2DBackward.argtypes = [p, u64, p, p]
+        self.lib, self.keep = lib, []
+
+    def tensor(self, shape, dtype=0, fmt=2):
+        data = np.zeros(max(1, int(np.prod(shape))), np.float64)
+        dims = (ctypes.c_int64 * len(shape))(*shape)
+        strides = (ctypes.c_int64 * len(shape))(
+            *(int(np.prod(shape[j + 1:])) for j in range(len(shape))))
+        self.keep += [data, dims, strides]
+        return self.lib.aclCreateTensor(dims, len(shape), dtype, strides, 0, fmt, dims,
+                                        len(shape), data.ctypes.data), data
+
+    def backward2d(self, shapes=None, dtypes=None, interp=0, pad=0, mask=(True, True),
+                   null=None):
+        shapes = dict(dict(go=(1, 2, 3, 4), x=(1, 2, 5, 6), g=(1, 3, 4, 2), gx=(1, 2, 5, 6),
+                           gg=(1, 3, 4, 2)), **(shapes or {}))
+        dtypes = dict(dict.fromkeys(shapes, 0), **(dtypes or {}))
+        made = {k: self.tensor(shapes[k], dtypes[k]) for k in shapes}
+        ts = {k: (None if k == null else made[k][0]) for k in made}
+        arr = None
+        if mask is not None:
+            values = (ctypes.c_bool * 2)(*mask)
+            arr = self.lib.aclCreateBoolArray(values, 2)
+        ws, ex = ctypes.c_uint64(), ctypes.c_void_p()
+        rc = self.lib.aclnnGridSampler2DBackwardGetWorkspaceSize(
+            ts["go"], ts["x"], ts["g"], interp, pad, True, arr, ts["gx"], ts["gg"],
+            ctypes.byref(ws), ctypes.byref(ex))
+        launch = None
+        if rc == 0:
+            work = np.zeros(ws.value, np.uint8)
+            launch = lambda: self.lib.aclnnGridSampler2DBackward(  # noqa: E731
+                work.ctypes.data, ws.value, ex, None)
+        return rc, launch, made, arr
+
+    def release(self, made, arr):
+        for t, _ in made.values():
+            self.lib.aclDestroyTensor(t)
+        if arr:
+            self.lib.aclDestroyBoolArray(arr)
+
+
+INVALID_2D_BACKWARD = {  # every ACLNN_ERR_PARAM_INVALID condition of the 2D backward seed
+    "dtype not supported": dict(dtypes=dict(go=3, x=3, g=3, gx=3, gg=3)),
+    "dtypes differ": dict(dtypes=dict(g=1)),
+    "not 4-D": dict(shapes=dict(go=(1, 2, 3, 4, 1))),
+    "interpolation out of range": dict(interp=2),
+    "padding out of range": dict(pad=3),
+    "N differs": dict(shapes=dict(g=(2, 3, 4, 2), gg=(2, 3, 4, 2))),
+    "C differs": dict(shapes=dict(go=(1, 3, 3, 4))),
+    "grid H differs from gradOutput": dict(shapes=dict(g=(1, 2, 4, 2), gg=(1, 2, 4, 2))),
+    "grid W differs from gradOutput": dict(shapes=dict(g=(1, 3, 5, 2), gg=(1, 3, 5, 2))),
+    "input spatial size 0": dict(shapes=dict(x=(1, 2, 0, 6), gx=(1, 2, 0, 6))),
+    "grid last dim not 2": dict(shapes=dict(g=(1, 3, 4, 3), gg=(1, 3, 4, 3))),
+    "inputGrad shape": dict(shapes=dict(gx=(1, 2, 5, 5))),
+    "gridGrad shape": dict(shapes=dict(gg=(1, 3, 3, 2))),
+}
+
+
+@pytest.mark.parametrize("why", sorted(INVALID_2D_BACKWARD))
+def test_sim_enforces_documented_checks(sim, why):
+    calls = SimCalls(sim)
+    rc, _, made, arr = calls.backward2d(**INVALID_2D_BACKWARD[why])
+    calls.release(made, arr)
+    assert rc == 161002
+
+
+@pytest.mark.parametrize("null", ("go", "x", "g", "gx", "gg"))
+def test_sim_null_tensors(sim, null):
+    calls = SimCalls(sim)
+    rc, _, made, arr = calls.backward2d(null=null)
+    calls.release(made, arr)
+    assert rc == 161001
+
+
+@pytest.mark.parametrize("mask", (None, (False, False)))
+def test_sim_empty_mask_computes_nothing(sim, mask):
+    calls = SimCalls(sim)
+    rc, launch, made, arr = calls.backward2d(mask=mask)
+    made["go"][1][:] = 1.0
+    made["x"][1][:] = 1.0
+    made["gx"][1][:] = 7.0
+    assert rc == 0 and launch() == 0
+    assert (made["gx"][1] == 7.0).all()  # untouched: success without computing
+    assert launch() == 161002  # and the executor was single-use
+    calls.release(made, arr)
