@@ -107,3 +107,8 @@ def test_enums_carry_the_aclnn_codes():
                                          padding_mode=jax_gridsample.Padding.REFLECTION)
     np.testing.assert_array_equal(np.asarray(by_name), np.asarray(by_code))
     np.testing.assert_array_equal(np.asarray(by_name), np.asarray(by_enum))
+
+
+def test_the_native_cpu_kernel_is_built_and_loaded():
+    """`pip install .` builds it; a missing kernel is a failure here, never a silent skip."""
+    assert jax_gridsample.native_status()["cpu"] == "available", jax_gridsample.native_status()
