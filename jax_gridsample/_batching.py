@@ -6,7 +6,9 @@
 The backward uses the same folds where they are exact: folding into C sums the grid gradient over
 the folded channels, so it is used only when the grid gradient is not requested (and folding into
 the spatial extent likewise only without the input gradient); otherwise the shared operands are
-broadcast and the axis folds into N.
+broadcast and the axis folds into N. When only one of input and grid is mapped, the two gradients
+are bound as two calls, each with its own fold, so that a program needing only one of them
+(DCE under jit) copies nothing.
 """
 
 from __future__ import annotations
@@ -101,6 +103,15 @@ def backward_batcher(args, dims, *, channels_last, output_mask, **params):
                 for x, d, wanted in ((input, input_dim, output_mask[0]),
                                      (grid, grid_dim, output_mask[1])) if wanted], \
             [0] * sum(output_mask)
+
+    if output_mask == (True, True) and (input_dim is _NOT_MAPPED) != (grid_dim is _NOT_MAPPED):
+        # One of input and grid is shared: each gradient has its own copy-free fold, so bind
+        # them separately; under jit, DCE then drops whichever is not used.
+        input_grad, input_at = backward_batcher(args, dims, channels_last=channels_last,
+                                                output_mask=(True, False), **params)
+        grid_grad, grid_at = backward_batcher(args, dims, channels_last=channels_last,
+                                              output_mask=(False, True), **params)
+        return input_grad + grid_grad, input_at + grid_at
 
     def unfold(outputs, input_at, grid_at):
         axes = [input_at] * output_mask[0] + [grid_at] * output_mask[1]

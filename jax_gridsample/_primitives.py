@@ -18,7 +18,7 @@ import numpy as np
 from jax.interpreters import mlir
 
 from . import _ascend, _native
-from ._compat import Primitive, apply_primitive, batching
+from ._compat import Primitive, ad, apply_primitive, batching, dce_rules
 from ._reference import grid_sample_backward_reference, grid_sample_reference
 from ._validate import output_shape
 
@@ -212,3 +212,38 @@ def _register() -> None:
 
 
 _register()
+
+
+def _backward_dce(used_outputs, eqn):
+    """Drop backward outputs nobody uses, so only the needed gradients are computed."""
+    if not any(used_outputs):
+        return [False] * len(eqn.invars), None
+    used = iter(used_outputs)
+    mask = tuple(bool(wanted and next(used)) for wanted in eqn.params["output_mask"])
+    if mask == eqn.params["output_mask"]:
+        return [True] * len(eqn.invars), eqn
+    new_eqn = eqn.replace(
+        params=dict(eqn.params, output_mask=mask),
+        outvars=[v for v, u in zip(eqn.outvars, used_outputs, strict=True) if u],
+    )
+    return [True] * len(eqn.invars), new_eqn
+
+
+dce_rules[grid_sample_backward_p] = _backward_dce
+
+
+def _backward_jvp(primals, tangents, **params):
+    """Forward-mode derivative of the backward, for gradients of gradients.
+
+    The values come from the primitive itself (the native kernel where there is one); the
+    tangents from differentiating the jnp reference's explicit backward, whose weights are
+    polynomials of the coordinates between the kinks.
+    """
+    outputs = grid_sample_backward_p.bind(*primals, **params)
+    tangents = [ad.instantiate_zeros(t) for t in tangents]
+    _, output_tangents = jax.jvp(functools.partial(_backward_reference, **params),
+                                 tuple(primals), tuple(tangents))
+    return outputs, output_tangents
+
+
+ad.primitive_jvps[grid_sample_backward_p] = _backward_jvp
