@@ -217,3 +217,25 @@ def test_tricubic_is_separable_bicubic(axis, align_corners, implementation):
     np.testing.assert_allclose(gg[..., component].ravel(), line_gg[..., 0].ravel(), atol=1e-11)
     summed = gi.sum(axis=tuple(2 + a for a in range(3) if a != axis))
     np.testing.assert_allclose(summed, line_gi[:, :, 0, :], atol=1e-11)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_channels_last_layout_matches_torch(case, implementation):
+    """layout="NHWC"/"NDHWC": channels-last input and output, the same numbers as PyTorch's."""
+    dims, mode, padding, align_corners = case
+    rng = np.random.default_rng(7)
+    x, grid = random_case(dims, rng)
+    grad_output = rng.standard_normal(x.shape[:2] + grid.shape[1:-1])
+    kwargs = dict(mode=mode, padding_mode=padding, align_corners=align_corners)
+    expected = torch_grid_sample(x, grid, grad_output, **kwargs)
+
+    def last(a):  # channels first -> channels last
+        return np.moveaxis(a, 1, -1)
+
+    layout = "NHWC" if dims == 2 else "NDHWC"
+    got = ours(last(x), grid, last(grad_output), implementation=implementation, layout=layout,
+               **kwargs)
+    for name, g, e in zip(("output", "input_grad", "grid_grad"), got,
+                          (last(expected[0]), last(expected[1]), expected[2]), strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-10, err_msg=name)
