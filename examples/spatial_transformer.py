@@ -42,6 +42,13 @@ def affine_matrices(angle, scale, shift_x, shift_y) -> jax.Array:
                       jnp.stack([sin, cos, shift_y], -1)], -2).astype(F32)
 
 
+@partial(jax.jit, static_argnames="size")
+def resample(images: jax.Array, theta: jax.Array, size: int = CANVAS) -> jax.Array:
+    """images (N, 1, h, w) sampled at theta @ (x, y, 1) on a size x size output grid."""
+    grid = jax_gridsample.affine_grid(theta, (images.shape[0], 1, size, size))
+    return jax_gridsample.grid_sample(images, grid, mode="bilinear", padding_mode="zeros")
+
+
 def load_canvas_digits(seed: int, test_fraction: float = 0.25):
     """The 1797 digits upsampled from 8x8 to DIGITxDIGIT in the middle of a CANVAS^2 canvas."""
     from sklearn.datasets import load_digits
@@ -70,13 +77,6 @@ def random_distortions(key, n: int, strength: float) -> jax.Array:
     size = jnp.exp(jax.random.uniform(k_scale, (n,), F32, np.log(0.7), np.log(1.2)) * strength)
     shift = jax.random.uniform(k_shift, (n, 2), F32, -1.0, 1.0) * strength * 0.25
     return affine_matrices(angle, 1.0 / size, shift[:, 0], shift[:, 1])
-
-
-@partial(jax.jit, static_argnames="size")
-def resample(images: jax.Array, theta: jax.Array, size: int = CANVAS) -> jax.Array:
-    """images (N, 1, h, w) sampled at theta @ (x, y, 1) on a size x size output grid."""
-    grid = jax_gridsample.affine_grid(theta, (images.shape[0], 1, size, size))
-    return jax_gridsample.grid_sample(images, grid, mode="bilinear", padding_mode="zeros")
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,6 +266,9 @@ def main(argv=None) -> dict:
     print(f"{train_set[0].shape[0]} training digits (distorted afresh every step), "
           f"{test_images.shape[0]} distorted test digits, {CANVAS}x{CANVAS} canvas")
 
+    if args.mode == "nearest":
+        print("note: nearest sampling has a zero gradient with respect to the grid, so the "
+              "localiser gets no signal and the transformer stays at the identity")
     params = init_params(key_init)
     settings = dict(mode=args.mode, padding=args.padding, batch=args.batch, lr=args.lr,
                     strength=args.strength)
