@@ -14,4 +14,26 @@ from jax.interpreters import ad, batching, mlir
 # The batch dimension of an operand that vmap does not map over (None in recent jax).
 NOT_MAPPED = getattr(batching, "not_mapped", None)
 
-__all__ = ["NOT_MAPPED", "dce_rules", "Primitive", "ad", "apply_primitive", "batching", "mlir"]
+
+def register_partitioned_lowering(primitive, rule, platform=None) -> None:
+    """Register a lowering that wraps ``custom_partitioning``: it needs the device assignment
+    while lowering, so it must not go through jax's per-primitive lowering cache."""
+    from jax._src import dispatch
+
+    dispatch.prim_requires_devices_during_lowering.add(primitive)
+    try:
+        mlir.register_lowering(primitive, rule, platform=platform, cacheable=False)
+    except TypeError:  # jax without the `cacheable` flag: it had no lowering cache either
+        mlir.register_lowering(primitive, rule, platform=platform)
+
+
+__all__ = [
+    "NOT_MAPPED",
+    "Primitive",
+    "ad",
+    "apply_primitive",
+    "batching",
+    "dce_rules",
+    "mlir",
+    "register_partitioned_lowering",
+]

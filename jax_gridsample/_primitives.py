@@ -18,8 +18,16 @@ import numpy as np
 from jax.interpreters import mlir
 
 from . import _ascend, _native
-from ._compat import Primitive, ad, apply_primitive, batching, dce_rules
+from ._compat import (
+    Primitive,
+    ad,
+    apply_primitive,
+    batching,
+    dce_rules,
+    register_partitioned_lowering,
+)
 from ._reference import grid_sample_backward_reference, grid_sample_reference
+from ._sharding import batch_partitioned
 from ._validate import output_shape
 
 grid_sample_p = Primitive("jax_gridsample_forward")
@@ -29,18 +37,17 @@ grid_sample_backward_p.multiple_results = True
 
 # --- abstract evaluation ---------------------------------------------------------------------
 
+# Results are derived from the operands' avals (not built anew) so that they keep what jax tracks
+# beside shape and dtype, such as how a value varies over shard_map's manual axes.
+
 def _forward_abstract(input, grid, *, channels_last, **_):
     shape = output_shape(input.shape, grid.shape, channels_last)
-    return jax.core.ShapedArray(shape, input.dtype)
+    return input.update(shape=shape) if hasattr(input, "update") else \
+        jax.core.ShapedArray(shape, input.dtype)
 
 
 def _backward_abstract(grad_output, input, grid, *, output_mask, **_):
-    outputs = []
-    if output_mask[0]:
-        outputs.append(jax.core.ShapedArray(input.shape, input.dtype))
-    if output_mask[1]:
-        outputs.append(jax.core.ShapedArray(grid.shape, grid.dtype))
-    return outputs
+    return [aval for aval, wanted in zip((input, grid), output_mask, strict=True) if wanted]
 
 
 # --- the reference as a lowering ------------------------------------------------------------
@@ -70,12 +77,16 @@ def _no_native_kernel(platform: str) -> NotImplementedError:
 
 
 def _reference_lowering(reference_fn, multiple_results):
-    lowered = mlir.lower_fun(reference_fn, multiple_results=multiple_results)
-
     def rule(ctx, *args, implementation, **params):
         if implementation == "native":
             raise _no_native_kernel(ctx.module_context.platforms[0])
-        return lowered(ctx, *args, implementation=implementation, **params)
+
+        def fn(*operands):  # positional only: custom_partitioning binds no keywords
+            results = reference_fn(*operands, implementation=implementation, **params)
+            return tuple(results) if multiple_results else results
+
+        lowered = mlir.lower_fun(batch_partitioned(fn, multiple_results), multiple_results)
+        return lowered(ctx, *args)
 
     return rule
 
@@ -137,7 +148,13 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
                 f"the native grid_sample kernel for platform {platform!r} does not cover this "
                 "call (mode / layout / dtype); use implementation='auto' or 'reference'"
             )
-        return jax.ffi.ffi_lowering(target)(ctx, *args, **attributes(**params))
+
+        def call(*operands):  # on whatever (local) shapes the partitioner gives it
+            avals = (_backward_abstract if backward else _forward_abstract)(*operands, **params)
+            results = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
+            return tuple(results) if backward else results
+
+        return mlir.lower_fun(batch_partitioned(call, backward), backward)(ctx, *args)
 
     return rule
 
@@ -188,14 +205,14 @@ def _register() -> None:
 
     forward_rule = _reference_lowering(_forward_reference, multiple_results=False)
     backward_rule = _reference_lowering(_backward_reference, multiple_results=True)
-    mlir.register_lowering(grid_sample_p, forward_rule)
-    mlir.register_lowering(grid_sample_backward_p, backward_rule)
+    register_partitioned_lowering(grid_sample_p, forward_rule)
+    register_partitioned_lowering(grid_sample_backward_p, backward_rule)
     def register_native(platform, kernel):
-        mlir.register_lowering(
+        register_partitioned_lowering(
             grid_sample_p, _native_lowering(platform, kernel, False, forward_rule),
             platform=platform,
         )
-        mlir.register_lowering(
+        register_partitioned_lowering(
             grid_sample_backward_p, _native_lowering(platform, kernel, True, backward_rule),
             platform=platform,
         )
