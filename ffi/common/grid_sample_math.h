@@ -145,11 +145,16 @@ GS_HOST_DEVICE inline T Pad(T u, int64_t size, int64_t padding,
 // integer. Returns the index, or -1 when the tap is outside [0, size - 1].
 // The integer comparison after the conversion protects against T(size - 1)
 // rounding up for sizes beyond the float mantissa.
-template <typename T>
-GS_HOST_DEVICE inline int64_t TapIndex(T x, int64_t size) {
+//
+// I is the index type: int64_t, or int32_t where the caller has checked that
+// size <= INT32_MAX (kernels that batch points use it to vectorize).
+template <typename I = int64_t, typename T>
+GS_HOST_DEVICE inline I TapIndex(T x, int64_t size) {
   const bool in = (x >= T(0)) & (x <= T(size - 1));  // false for NaN
-  const int64_t i = static_cast<int64_t>(in ? x : T(0));
-  return (in & (i < size)) ? i : int64_t{-1};
+  const I i = static_cast<I>(in ? x : T(0));
+  // Selects only (no `&&`-like control flow), so loops over points vectorize.
+  const I lim = in ? static_cast<I>(size) : I(0);  // size fits I (see above)
+  return i < lim ? i : I(-1);
 }
 
 // Cubic convolution weights of the four taps x0-1 .. x0+2 for t = u - x0.
@@ -197,18 +202,19 @@ GS_HOST_DEVICE inline void CubicWeightGrads(T t, T dw[4]) {
 //   dw[i]:  d w[i] / d(padded coordinate);
 //   dmult:  d(padded coordinate) / d(normalized coordinate), i.e. the chain of
 //           unnormalize, guard and padding derivatives (0 for nearest).
-template <typename T, int kTaps>
+//   I:      the index type (see TapIndex).
+template <typename T, int kTaps, typename I = int64_t>
 struct AxisTaps {
-  int64_t idx[kTaps];
+  I idx[kTaps];
   T w[kTaps];
   T dw[kTaps];
   T dmult;
 };
 
-template <int kInterp, typename T>
+template <int kInterp, typename T, typename I = int64_t>
 GS_HOST_DEVICE inline void ComputeAxisTaps(
     T c, int64_t size, int64_t padding, bool align_corners,
-    AxisTaps<T, TapsPerAxis(kInterp)>* out) {
+    AxisTaps<T, TapsPerAxis(kInterp), I>* out) {
   T du, dg;
   T u = Unnormalize(c, size, align_corners, &du);
   u = Guard(u, size, padding, &dg);
@@ -217,8 +223,8 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
     const T p = PadWithGrad(u, size, padding, align_corners, &dp);
     const T x0 = GS_MATH(floor)(p);
     const T x1 = x0 + T(1);
-    out->idx[0] = TapIndex(x0, size);
-    out->idx[1] = TapIndex(x1, size);
+    out->idx[0] = TapIndex<I>(x0, size);
+    out->idx[1] = TapIndex<I>(x1, size);
     out->w[0] = x1 - p;
     out->w[1] = p - x0;
     out->dw[0] = T(-1);
@@ -226,7 +232,7 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
     out->dmult = du * dg * dp;
   } else if (kInterp == kNearest) {
     const T p = Pad(u, size, padding, align_corners);
-    out->idx[0] = TapIndex(GS_MATH(nearbyint)(p), size);
+    out->idx[0] = TapIndex<I>(GS_MATH(nearbyint)(p), size);
     out->w[0] = T(1);
     out->dw[0] = T(0);
     out->dmult = T(0);
@@ -238,7 +244,7 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
     CubicWeightGrads(t, dw);
     for (int i = 0; i < 4; ++i) {
       const T tap = Pad(x0 + T(i - 1), size, padding, align_corners);
-      out->idx[i] = TapIndex(tap, size);
+      out->idx[i] = TapIndex<I>(tap, size);
       out->w[i] = w[i];
       out->dw[i] = dw[i];
     }

@@ -6,7 +6,10 @@
 // tap (channels last). Every output element is written by exactly one chunk.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 
+#include "grid_sample_avx2.h"
 #include "grid_sample_cpu.h"
 #include "parallel.h"
 #include "xla/ffi/api/ffi.h"
@@ -28,6 +31,18 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
 
   const int64_t pts_per_chunk = PointsPerChunk(points, channels, kTaps, kBlock);
   const int64_t chunks_per_n = CeilDiv(points, pts_per_chunk);
+
+  if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
+    if (HasAvx2Fma() && Avx2PathFits(g)) {
+      ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
+        const int64_t n = chunk / chunks_per_n;
+        const int64_t p_begin = (chunk % chunks_per_n) * pts_per_chunk;
+        const int64_t p_end = std::min(points, p_begin + pts_per_chunk);
+        ForwardChunkAvx2F32(g, kInterp, input, grid, output, n, p_begin, p_end);
+      });
+      return;
+    }
+  }
 
   ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
     const int64_t n = chunk / chunks_per_n;

@@ -1,0 +1,43 @@
+// AVX2 + FMA forward path for float32, chosen at run time (implementation
+// in grid_sample_avx2.cc).
+//
+// The library is built for a portable baseline (x86-64-v2). The kernel
+// functions carry __attribute__((target("avx2,fma"))) and are called only
+// after HasAvx2Fma() said the CPU has both, so no other code is compiled for
+// AVX2 and nothing can leak into the baseline code.
+//
+// A chunk of points is processed in blocks of kB points, with struct-of-arrays
+// tables over the block so that the compiler vectorizes the coordinate math
+// across points (the math itself is gs::ComputeAxisTaps, with int32 indices):
+//   per axis: tap index (or -1) and weight of each point;
+//   per tap:  int32 offset into one input plane (-1 when out of range) and
+//             the product weight.
+// The channel loop then gathers 8 points at a time with masked gathers:
+// out-of-range taps are masked off, so they never read memory and never
+// contribute (no 0 * value).
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_
+
+#include <cstdint>
+
+#include "grid_sample_cpu.h"
+
+namespace gs_cpu {
+
+// Whether this CPU has AVX2 and FMA (false on other architectures).
+bool HasAvx2Fma();
+
+// Whether the int32 tables can describe this geometry (every plane offset
+// fits in int32).
+bool Avx2PathFits(const Geometry& g);
+
+// Forward of points [p_begin, p_end) of batch element n, float32, for spatial
+// rank g.k, `interpolation` and g.channels_last. Call only when HasAvx2Fma()
+// and Avx2PathFits(g).
+void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
+                         const float* grid, float* output, int64_t n, int64_t p_begin,
+                         int64_t p_end);
+
+}  // namespace gs_cpu
+
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_
