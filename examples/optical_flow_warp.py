@@ -187,6 +187,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="optical_flow_warp.png", help="PNG to write")
     args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be at least 1")
     if args.size % (1 << (args.levels - 1)):
         parser.error("--size must be divisible by 2 ** (levels - 1)")
 

@@ -255,6 +255,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--strength", type=float, default=1.0,
                         help="distortion strength (1.0: up to 60 deg, 0.7x-1.2x, 5 px)")
     args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be at least 1")
 
     start = time.perf_counter()
     print(f"backend: {jax.default_backend()}, native kernels: {jax_gridsample.native_status()}")
