@@ -270,8 +270,12 @@ sys.stdout.buffer.write(pickle.dumps(t._gradients_bytes()))
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
 def test_backward_independent_of_thread_count():
     """One CPU (so a one-thread pool) in a subprocess gives the same bits as this process."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
+                                                       os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _SUBPROCESS, os.path.dirname(__file__)],
-                          capture_output=True, check=True, timeout=300)
+                          capture_output=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     assert pickle.loads(proc.stdout) == _gradients_bytes()
 
 
