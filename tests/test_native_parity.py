@@ -374,3 +374,34 @@ G = jnp.zeros((1, 3, 4, 2), jnp.float32)
 def test_handler_rejects_bad_arguments(call, match):
     with pytest.raises(Exception, match=match):
         call()
+
+
+_WITHOUT_KERNELS = """
+import sys
+sys.modules["jax_gridsample._cpu_kernels"] = None  # makes `import _cpu_kernels` fail
+import jax.numpy as jnp
+import numpy as np
+import jax_gridsample as gs
+status = gs.native_status()["cpu"]
+assert "could not be imported" in status, status
+x, g = jnp.ones((1, 2, 4, 5)), jnp.zeros((1, 3, 3, 2))
+auto, reference = gs.grid_sample(x, g), gs.grid_sample(x, g, implementation="reference")
+np.testing.assert_array_equal(auto, reference)
+try:
+    gs.grid_sample(x, g, implementation="native")
+except NotImplementedError as exc:
+    assert "could not be imported" in str(exc), exc
+else:
+    raise AssertionError("implementation='native' ran without the compiled module")
+print("ok")
+"""
+
+
+def test_missing_compiled_module_falls_back_to_the_reference():
+    """Without _cpu_kernels the package imports, 'auto' runs the reference, 'native' says why."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
+                                                       os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_KERNELS], capture_output=True,
+                          timeout=300, env=env, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
