@@ -50,6 +50,16 @@ struct SoaTaps {
   alignas(32) float aw[K][kT1][kB];
   alignas(32) int32_t off[kTaps][kB];
   alignas(32) float w[kTaps][kB];
+  // 2D bicubic only (see FillRows): per point, the x offset of tap 0, the
+  // row offsets, which of the 16 taps are read, and whether the in-range
+  // x taps are contiguous (then each row is one masked 4-float load).
+  static constexpr int kRowB = (K == 2 && kInterp == gs::kBicubic) ? kB : 1;
+  alignas(16) float wx4[kRowB][4];
+  alignas(16) float wy4[kRowB][4];
+  int32_t xbase[kRowB];
+  int32_t rowoff[4][kRowB];
+  uint16_t mbits[kRowB];
+  uint8_t rowable[kRowB];
 };
 
 // Taps of one axis for `cnt` points (coordinate stride K); padding and
@@ -134,6 +144,89 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
   }
 }
 
+// 2D bicubic: the per-point row tables of SoaTaps (after FillSoaTaps).
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"))) void FillRows(int cnt, const Geometry& g,
+                                                  SoaTaps<K, kInterp>* __restrict st) {
+  const int32_t w32 = static_cast<int32_t>(g.w);
+  for (int b = 0; b < cnt; ++b) {
+    int32_t ix[4], iy[4];
+    for (int i = 0; i < 4; ++i) {
+      ix[i] = st->ax[0][i][b];
+      iy[i] = st->ax[1][i][b];
+      st->wx4[b][i] = st->aw[0][i][b];
+      st->wy4[b][i] = st->aw[1][i][b];
+    }
+    int32_t base = 0;
+    bool found = false;
+    for (int i = 3; i >= 0; --i) {
+      if (ix[i] >= 0) {
+        base = ix[i] - i;
+        found = true;
+      }
+    }
+    bool contiguous = true;
+    unsigned xm = 0;
+    for (int i = 0; i < 4; ++i) {
+      if (ix[i] >= 0) {
+        contiguous = contiguous & (ix[i] == base + i);
+        xm |= 1u << i;
+      }
+    }
+    unsigned bits = 0;
+    for (int j = 0; j < 4; ++j) {
+      const bool rv = found && iy[j] >= 0;
+      st->rowoff[j][b] = rv ? iy[j] * w32 : 0;
+      bits |= (rv ? xm : 0u) << (4 * j);
+    }
+    st->xbase[b] = base;
+    st->mbits[b] = static_cast<uint16_t>(bits);
+    st->rowable[b] = contiguous ? 1 : 0;
+  }
+}
+
+// 2D bicubic, one point, one plane: the separable sum
+//   R_j = (wx0 v0j + wx1 v1j) + (wx2 v2j + wx3 v3j),
+//   out = (wy0 R0 + wy1 R1) + (wy2 R2 + wy3 R3)
+// (plain multiplies and adds, in this order, for every layout and path, so
+// that channels-first and channels-last results agree bitwise). Taps out of
+// range are never read and count as 0.
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline float BicubicPoint(
+    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  if (st->rowable[b]) {
+    alignas(16) static const int32_t kLut[16][4] = {
+        {0, 0, 0, 0},   {-1, 0, 0, 0},   {0, -1, 0, 0},   {-1, -1, 0, 0},
+        {0, 0, -1, 0},  {-1, 0, -1, 0},  {0, -1, -1, 0},  {-1, -1, -1, 0},
+        {0, 0, 0, -1},  {-1, 0, 0, -1},  {0, -1, 0, -1},  {-1, -1, 0, -1},
+        {0, 0, -1, -1}, {-1, 0, -1, -1}, {0, -1, -1, -1}, {-1, -1, -1, -1}};
+    // Only the masked lanes are read; the base may point before the row.
+    const float* s = src + st->xbase[b];
+    const unsigned bits = st->mbits[b];
+    const __m128 wx = _mm_load_ps(st->wx4[b]);
+    __m128 p[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m128i m =
+          _mm_load_si128(reinterpret_cast<const __m128i*>(kLut[(bits >> (4 * j)) & 15]));
+      p[j] = _mm_mul_ps(_mm_maskload_ps(s + st->rowoff[j][b], m), wx);
+    }
+    const __m128 r = _mm_hadd_ps(_mm_hadd_ps(p[0], p[1]), _mm_hadd_ps(p[2], p[3]));
+    const __m128 q = _mm_mul_ps(r, _mm_load_ps(st->wy4[b]));
+    const __m128 h = _mm_hadd_ps(q, q);
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+  }
+  float q[4];
+  for (int j = 0; j < 4; ++j) {
+    float pv[4];
+    for (int i = 0; i < 4; ++i) {
+      const int32_t o = st->off[4 * j + i][b];
+      pv[i] = st->wx4[b][i] * (o >= 0 ? src[o] : 0.f);
+    }
+    q[j] = st->wy4[b][j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
+  }
+  return (q[0] + q[1]) + (q[2] + q[3]);
+}
+
 // Sum over the taps of points b .. b + 7 of one plane: masked gathers (lanes
 // of out-of-range taps read nothing and add exactly 0); two accumulators.
 template <int K, int kInterp>
@@ -165,7 +258,54 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
-    if (!kChannelsLast) {
+    constexpr bool kBicubic2D = K == 2 && kInterp == gs::kBicubic;
+    if constexpr (kBicubic2D) FillRows<K, kInterp>(cnt, g, st);
+    if (kBicubic2D && !kChannelsLast) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const float* src = input + (n * channels + c) * plane;
+        float* dst = output + (n * channels + c) * points + p0;
+        for (int b = 0; b < cnt; ++b) dst[b] = BicubicPoint(src, st, b);
+      }
+    } else if (kBicubic2D) {
+      const float* src_n = input + n * plane * channels;
+      const int64_t c8 = channels & ~int64_t{7};
+      for (int b = 0; b < cnt; ++b) {
+        float* dst = output + (n * points + p0 + b) * channels;
+        const float* rows[16];
+        for (int t = 0; t < 16; ++t) {
+          const int32_t o = st->off[t][b];
+          rows[t] = o >= 0 ? src_n + static_cast<int64_t>(o) * channels : nullptr;
+        }
+        for (int64_t c = 0; c < c8; c += 8) {
+          __m256 q[4];
+          for (int j = 0; j < 4; ++j) {
+            __m256 pv[4];
+            for (int i = 0; i < 4; ++i) {
+              const float* r = rows[4 * j + i];
+              const __m256 v = r != nullptr ? _mm256_loadu_ps(r + c) : _mm256_setzero_ps();
+              pv[i] = _mm256_mul_ps(_mm256_set1_ps(st->wx4[b][i]), v);
+            }
+            q[j] = _mm256_mul_ps(_mm256_set1_ps(st->wy4[b][j]),
+                                 _mm256_add_ps(_mm256_add_ps(pv[0], pv[1]),
+                                               _mm256_add_ps(pv[2], pv[3])));
+          }
+          _mm256_storeu_ps(dst + c, _mm256_add_ps(_mm256_add_ps(q[0], q[1]),
+                                                  _mm256_add_ps(q[2], q[3])));
+        }
+        for (int64_t c = c8; c < channels; ++c) {
+          float q[4];
+          for (int j = 0; j < 4; ++j) {
+            float pv[4];
+            for (int i = 0; i < 4; ++i) {
+              const float* r = rows[4 * j + i];
+              pv[i] = st->wx4[b][i] * (r != nullptr ? r[c] : 0.f);
+            }
+            q[j] = st->wy4[b][j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
+          }
+          dst[c] = (q[0] + q[1]) + (q[2] + q[3]);
+        }
+      }
+    } else if (!kChannelsLast) {
       const int cnt8 = cnt & ~7;
       const int cnt16 = cnt & ~15;
       for (int64_t c = 0; c < channels; ++c) {
