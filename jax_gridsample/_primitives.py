@@ -103,6 +103,12 @@ def backward_attributes(*, output_mask, **params):
                 grid_mask=bool(output_mask[1]))
 
 
+def cuda_backward_attributes(*, deterministic, **params):
+    """The CUDA backward's attributes: the CPU ones plus ``deterministic`` (fixed-order
+    reduction instead of atomics for grad_input)."""
+    return dict(backward_attributes(**params), deterministic=bool(deterministic))
+
+
 @dataclasses.dataclass(frozen=True)
 class NativeKernel:
     """A platform's FFI targets and how to call them."""
@@ -120,6 +126,9 @@ class NativeKernel:
 # Platforms (JAX lowering platform names) with a native kernel.
 NATIVE_KERNELS = {
     "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET),
+    # NVIDIA GPUs: ffi/cuda, built when nvcc was present at install time.
+    "cuda": NativeKernel(_native.cuda_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET,
+                         backward_attributes=cuda_backward_attributes),
 }
 
 # Ascend NPUs: CANN's aclnn grid sampler (see _ascend.py). Added to NATIVE_KERNELS, under the

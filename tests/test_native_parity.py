@@ -26,10 +26,25 @@ from hypothesis.extra import numpy as hnp
 from jax_gridsample import _native
 from jax_gridsample._reference import grid_sample_backward_reference, grid_sample_reference
 
+# The platform whose native kernels these tests call (see conftest.py): "cpu" by default; "cuda"
+# calls the CUDA targets, whose backward takes a `deterministic` attribute (default path unless
+# JAX_GRIDSAMPLE_TEST_DETERMINISTIC=1; the determinism test always asks for it).
+ON_CUDA = os.environ.get("JAX_GRIDSAMPLE_TEST_PLATFORM", "").lower() == "cuda"
+DETERMINISTIC = os.environ.get("JAX_GRIDSAMPLE_TEST_DETERMINISTIC") == "1"
+_PLATFORM = "cuda" if ON_CUDA else "cpu"
+
 pytestmark = pytest.mark.skipif(
-    not _native.cpu_available() and not os.environ.get("JAX_GRIDSAMPLE_REQUIRE_NATIVE"),
-    reason=f"native CPU kernel not available: {_native.native_status().get('cpu')}",
+    not (_native.cuda_available() if ON_CUDA else _native.cpu_available())
+    and not os.environ.get("JAX_GRIDSAMPLE_REQUIRE_NATIVE"),
+    reason=f"native {_PLATFORM} kernel not available: {_native.native_status().get(_PLATFORM)}",
 )
+
+
+def _backward_extra(deterministic=None) -> dict:
+    """Attributes only the CUDA backward has."""
+    if not ON_CUDA:
+        return {}
+    return dict(deterministic=DETERMINISTIC if deterministic is None else bool(deterministic))
 
 MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
 PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
@@ -72,7 +87,7 @@ def native_forward(x, grid, interpolation, padding, align_corners, channels_last
 
 
 def native_backward(grad_output, x, grid, interpolation, padding, align_corners,
-                    channels_last=False, output_mask=(True, True)):
+                    channels_last=False, output_mask=(True, True), deterministic=None):
     xl = _to_layout(jnp.asarray(x), channels_last)
     gol = _to_layout(jnp.asarray(grad_output), channels_last)
     grid = jnp.asarray(grid)
@@ -83,7 +98,8 @@ def native_backward(grad_output, x, grid, interpolation, padding, align_corners,
         results.append(jax.ShapeDtypeStruct(grid.shape, grid.dtype))
     outs = list(jax.ffi.ffi_call(_native.BACKWARD_TARGET, results)(
         gol, xl, grid, **_attrs(interpolation, padding, align_corners, channels_last),
-        input_mask=bool(output_mask[0]), grid_mask=bool(output_mask[1])))
+        input_mask=bool(output_mask[0]), grid_mask=bool(output_mask[1]),
+        **_backward_extra(deterministic)))
     gi = _from_layout(outs.pop(0), channels_last) if output_mask[0] else None
     gg = outs.pop(0) if output_mask[1] else None
     return gi, gg
@@ -246,7 +262,8 @@ def _gradients_bytes():
     x, grid, go = _determinism_problem()
     results = []
     for mode, padding in (("bilinear", "zeros"), ("bicubic", "border")):
-        gi, gg = native_backward(go, x, grid, MODES[mode], PADDINGS[padding], False)
+        gi, gg = native_backward(go, x, grid, MODES[mode], PADDINGS[padding], False,
+                                 deterministic=True)
         results.append((np.asarray(gi).tobytes(), np.asarray(gg).tobytes()))
     return results
 
@@ -268,6 +285,7 @@ sys.stdout.buffer.write(pickle.dumps(t._gradients_bytes()))
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
+@pytest.mark.skipif(ON_CUDA, reason="CPU thread-pool property")
 def test_backward_independent_of_thread_count():
     """One CPU (so a one-thread pool) in a subprocess gives the same bits as this process."""
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
@@ -332,7 +350,7 @@ def _call_forward(x, grid, out_shape=None, dtype=None, **attrs):
 
 def _call_backward(go, x, grid, results, **attrs):
     kw = dict(interpolation=np.int64(0), padding=np.int64(0), align_corners=False,
-              channels_last=False, input_mask=True, grid_mask=True)
+              channels_last=False, input_mask=True, grid_mask=True, **_backward_extra())
     kw.update(attrs)
     out = jax.ffi.ffi_call(_native.BACKWARD_TARGET, results)(go, x, grid, **kw)
     return jax.block_until_ready(out)

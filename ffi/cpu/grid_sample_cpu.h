@@ -13,6 +13,7 @@
 
 #include "../common/grid_sample_dtypes.h"
 #include "../common/grid_sample_math.h"
+#include "../common/grid_sample_validate.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_cpu {
@@ -24,137 +25,36 @@ static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::BF16>, gs::BF16Forma
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F32>, gs::F32Format::Storage>);
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F64>, gs::F64Format::Storage>);
 
+// Validation and geometry are shared with the other platforms' handlers
+// (ffi/common/grid_sample_validate.h); errors start with "grid_sample (cpu): ".
+inline constexpr const char* kPlatform = "cpu";
+using gs_ffi::DimsToString;
+using gs_ffi::DTypeName;
+using gs_ffi::Geometry;
+
 inline ffi::Error InvalidArgument(const std::string& msg) {
-  return ffi::Error(ffi::ErrorCode::kInvalidArgument, "grid_sample (cpu): " + msg);
+  return gs_ffi::InvalidArgument(kPlatform, msg);
 }
-
-inline std::string DimsToString(ffi::Span<const int64_t> dims) {
-  std::string s = "(";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(dims[i]);
-  }
-  return s + ")";
-}
-
-inline const char* DTypeName(ffi::DataType dt) {
-  switch (dt) {
-    case ffi::DataType::F16: return "float16";
-    case ffi::DataType::BF16: return "bfloat16";
-    case ffi::DataType::F32: return "float32";
-    case ffi::DataType::F64: return "float64";
-    default: return "an unsupported dtype";
-  }
-}
-
-// Sizes of one call. Spatial sizes are (D, H, W) with D = 1 in 2D.
-struct Geometry {
-  int k = 2;              // spatial rank
-  int64_t n = 0, c = 0;   // batch, channels
-  int64_t d = 1, h = 1, w = 1;
-  int64_t plane = 0;      // d * h * w
-  int64_t points = 0;     // output points per batch element
-  int64_t padding = 0;
-  bool align_corners = false;
-  bool channels_last = false;
-};
 
 // Validates input / grid / attributes and fills the geometry.
 inline ffi::Error MakeGeometry(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid,
                                int64_t interpolation, int64_t padding, bool align_corners,
                                bool channels_last, Geometry* g) {
-  const ffi::DataType dt = input.element_type();
-  if (dt != ffi::DataType::F16 && dt != ffi::DataType::BF16 && dt != ffi::DataType::F32 &&
-      dt != ffi::DataType::F64) {
-    return InvalidArgument("input has an unsupported dtype; expected float16, bfloat16, "
-                           "float32 or float64");
-  }
-  if (grid.element_type() != dt) {
-    return InvalidArgument(std::string("grid dtype ") + DTypeName(grid.element_type()) +
-                           " differs from input dtype " + DTypeName(dt));
-  }
-  if (interpolation < 0 || interpolation > 2) {
-    return InvalidArgument("attribute interpolation must be 0 (bilinear), 1 (nearest) or "
-                           "2 (bicubic), got " + std::to_string(interpolation));
-  }
-  if (padding < 0 || padding > 2) {
-    return InvalidArgument("attribute padding must be 0 (zeros), 1 (border) or "
-                           "2 (reflection), got " + std::to_string(padding));
-  }
-  const auto gd = grid.dimensions();
-  const auto id = input.dimensions();
-  if (gd.size() != 4 && gd.size() != 5) {
-    return InvalidArgument("grid must have rank 4 (2D) or 5 (3D), got shape " +
-                           DimsToString(gd));
-  }
-  const int k = static_cast<int>(gd.size()) - 2;
-  if (id.size() != gd.size()) {
-    return InvalidArgument("input rank " + std::to_string(id.size()) +
-                           " does not match grid rank " + std::to_string(gd.size()) +
-                           " (input " + DimsToString(id) + ", grid " + DimsToString(gd) + ")");
-  }
-  if (gd[gd.size() - 1] != k) {
-    return InvalidArgument("grid last dimension must be " + std::to_string(k) +
-                           " for a " + std::to_string(k) + "D grid, got shape " +
-                           DimsToString(gd));
-  }
-  if (id[0] != gd[0]) {
-    return InvalidArgument("input batch size " + std::to_string(id[0]) +
-                           " differs from grid batch size " + std::to_string(gd[0]));
-  }
-  g->k = k;
-  g->n = id[0];
-  g->c = channels_last ? id[id.size() - 1] : id[1];
-  const int64_t first_spatial = channels_last ? 1 : 2;
-  int64_t sp[3] = {1, 1, 1};
-  for (int a = 0; a < k; ++a) {
-    sp[3 - k + a] = id[first_spatial + a];
-    if (sp[3 - k + a] <= 0) {
-      return InvalidArgument("input spatial sizes must be positive, got input shape " +
-                             DimsToString(id));
-    }
-  }
-  g->d = sp[0];
-  g->h = sp[1];
-  g->w = sp[2];
-  g->plane = sp[0] * sp[1] * sp[2];
-  g->points = 1;
-  for (int a = 0; a < k; ++a) g->points *= gd[1 + a];
-  g->padding = padding;
-  g->align_corners = align_corners;
-  g->channels_last = channels_last;
-  return ffi::Error::Success();
+  return gs_ffi::MakeGeometry(kPlatform, input, grid, interpolation, padding, align_corners,
+                              channels_last, g);
 }
 
 // Checks that `buf` has the dtype and dims of the output (or of `like`).
 inline ffi::Error CheckShape(const char* name, const ffi::AnyBuffer& buf, ffi::DataType dt,
                              const int64_t* dims, size_t rank) {
-  if (buf.element_type() != dt) {
-    return InvalidArgument(std::string(name) + " dtype " + DTypeName(buf.element_type()) +
-                           " differs from input dtype " + DTypeName(dt));
-  }
-  const auto bd = buf.dimensions();
-  bool ok = bd.size() == rank;
-  for (size_t i = 0; ok && i < rank; ++i) ok = bd[i] == dims[i];
-  if (!ok) {
-    return InvalidArgument(std::string(name) + " has shape " + DimsToString(bd) +
-                           ", expected " +
-                           DimsToString(ffi::Span<const int64_t>(dims, rank)));
-  }
-  return ffi::Error::Success();
+  return gs_ffi::CheckShape(kPlatform, name, buf, dt, dims, rank);
 }
 
 // Expected output dims for input/grid of a geometry; returns the rank.
 inline size_t OutputDims(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid,
                          const Geometry& g, int64_t* dims) {
-  const auto gd = grid.dimensions();
-  size_t r = 0;
-  dims[r++] = g.n;
-  if (!g.channels_last) dims[r++] = g.c;
-  for (int a = 0; a < g.k; ++a) dims[r++] = gd[1 + a];
-  if (g.channels_last) dims[r++] = g.c;
   (void)input;
-  return r;
+  return gs_ffi::OutputDims(grid, g, dims);
 }
 
 // Taps of a block of output points: the in-range taps of each point (tensor

@@ -1,0 +1,392 @@
+// XLA FFI CUDA handler: grid_sample backward (grad_input and/or grad_grid).
+//
+// One thread per (batch element, output point) computes the point's taps once
+// and loops over all channels. grad_grid: the thread owns its point's K
+// values and sums channel by channel, tap by tap, in a fixed order (no
+// atomics, deterministic in both variants).
+//
+// grad_input, two variants chosen by the `deterministic` attribute:
+//  * default (fast): atomicAdd of w * grad_output into grad_input (float32 /
+//    float64), or into a float32 scratch copy that is then cast (float16 /
+//    bfloat16: accumulation stays in float32). Summation order is not fixed.
+//  * deterministic: no float atomics. Each point writes one record per tap
+//    (key = batch * plane + input offset, or a sentinel past the end for an
+//    out-of-range tap; value = the record's own index; its weight to a side
+//    array). A stable CUB radix sort by key (restricted to the key's bits)
+//    groups the records of each input location in increasing record order,
+//    i.e. in (point, tap) order; a CSR pass finds each location's segment; a
+//    gather pass then sums, for every (location, channel), weight *
+//    grad_output over the segment in that order and writes grad_input once.
+//    The records hold no channel, so the sort moves N*points*taps pairs
+//    whatever C is. The result is bitwise reproducible and independent of
+//    launch geometry.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
+#include <type_traits>
+
+#include "grid_sample_cuda.cuh"
+#include "xla/ffi/api/ffi.h"
+
+namespace gs_cuda {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ void AtomicAddCompute(T* addr, T v) {
+  atomicAdd(addr, v);  // float (all archs) and double (sm_60+)
+}
+
+// What the per-point kernel does for grad_input.
+enum GradInputMode : int { kNoGradInput = 0, kAtomic = 1, kRecord = 2 };
+
+// Per-point backward. `gi_acc` (kAtomic): compute-type accumulation buffer in
+// the input's layout. kRecord: keys / values / weights of N*points*kTaps
+// records. `grad_grid` may be null.
+template <typename Fmt, int K, int kInterp, typename I, int kGiMode, typename Key>
+__global__ void __launch_bounds__(kThreads)
+    BackwardPointKernel(Params<I> p, const typename Fmt::Storage* __restrict__ grad_out,
+                        const typename Fmt::Storage* __restrict__ input,
+                        const typename Fmt::Storage* __restrict__ grid,
+                        typename Fmt::Storage* __restrict__ grad_grid,
+                        typename Fmt::Compute* __restrict__ gi_acc, Key* __restrict__ keys,
+                        I* __restrict__ values, typename Fmt::Compute* __restrict__ weights,
+                        Key sentinel) {
+  using T = typename Fmt::Compute;
+  using Taps = PointTaps<T, K, kInterp, I>;
+  constexpr bool kGridGrad = kInterp != gs::kNearest;
+  const bool need_gg = kGridGrad && grad_grid != nullptr;
+  const I total = p.n * p.points;
+  for (I pt = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; pt < total;
+       pt += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I n = pt / p.points;
+    const I pnt = pt - n * p.points;
+    T coords[K];
+    LoadCoords<Fmt, K>(grid, pt, coords);
+    Taps taps;
+    taps.Compute(coords, p);
+    if constexpr (kGiMode == kRecord) {
+      const I base = pt * Taps::kTaps;
+      const Key nbase = static_cast<Key>(n) * static_cast<Key>(p.plane);
+      taps.ForEachTap(p, [&](int t, bool valid, I off, T w, int, int, int) {
+        keys[base + t] = valid ? nbase + static_cast<Key>(off) : sentinel;
+        values[base + t] = base + t;
+        weights[base + t] = w;
+      });
+    }
+    if constexpr (kGiMode != kAtomic) {
+      if (!need_gg) continue;
+    }
+    T gacc[K];
+#pragma unroll
+    for (int a = 0; a < K; ++a) gacc[a] = T(0);
+    const typename Fmt::Storage* src = input + n * p.in_sn;
+    const typename Fmt::Storage* go = grad_out + n * p.out_sn + pnt * p.out_sp;
+    T* gi = gi_acc + n * p.in_sn;
+    for (I c = 0; c < p.c; ++c) {
+      const T gv = Fmt::Load(go[c * p.out_sc]);
+      const typename Fmt::Storage* src_c = src + c * p.in_sc;
+      taps.ForEachTap(p, [&](int, bool valid, I off, T w, int i, int j, int l) {
+        if (!valid) return;
+        if constexpr (kGiMode == kAtomic) AtomicAddCompute(gi + c * p.in_sc + off * p.in_ss, w * gv);
+        if (kGridGrad && need_gg) {
+          const T prod = gv * Fmt::Load(src_c[off * p.in_ss]);
+          gacc[0] += prod * (taps.x.dw[i] * taps.y.w[j] * taps.z.w[l]);
+          gacc[1] += prod * (taps.x.w[i] * taps.y.dw[j] * taps.z.w[l]);
+          if constexpr (K == 3) gacc[K - 1] += prod * (taps.x.w[i] * taps.y.w[j] * taps.z.dw[l]);
+        }
+      });
+    }
+    if (need_gg) {
+      grad_grid[pt * K + 0] = Fmt::Store(gacc[0] * taps.x.dmult);
+      grad_grid[pt * K + 1] = Fmt::Store(gacc[1] * taps.y.dmult);
+      if constexpr (K == 3) grad_grid[pt * K + K - 1] = Fmt::Store(gacc[K - 1] * taps.z.dmult);
+    }
+  }
+}
+
+// Casts the float32 accumulation buffer to the half-type grad_input.
+template <typename Fmt, typename I>
+__global__ void __launch_bounds__(kThreads)
+    CastKernel(I count, const typename Fmt::Compute* __restrict__ src,
+               typename Fmt::Storage* __restrict__ dst) {
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    dst[i] = Fmt::Store(src[i]);
+  }
+}
+
+// offsets[k] = first sorted position whose key is >= k, for k in [0, locations];
+// sorted keys end with sentinels == locations. One thread per position m in
+// [0, count] (position count stands for a final key past every location).
+template <typename I, typename Key>
+__global__ void __launch_bounds__(kThreads)
+    SegmentOffsetsKernel(I count, I locations, const Key* __restrict__ sorted_keys,
+                         I* __restrict__ offsets) {
+  for (I m = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; m <= count;
+       m += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I prev = m == 0 ? I(-1) : static_cast<I>(sorted_keys[m - 1]);
+    const I cur = m == count ? locations : static_cast<I>(sorted_keys[m]);
+    const I hi = cur < locations ? cur : locations;
+    for (I k = prev + 1; k <= hi; ++k) offsets[k] = m;
+  }
+}
+
+// grad_input[n, c, s] = sum over the records of location n*plane + s, in
+// sorted order, of weight * grad_output[n, c, point of the record]. One thread
+// per grad_input element, in memory order.
+template <typename Fmt, typename I>
+__global__ void __launch_bounds__(kThreads)
+    GatherGradInputKernel(Params<I> p, bool channels_last, int taps,
+                          const I* __restrict__ offsets, const I* __restrict__ sorted_values,
+                          const typename Fmt::Compute* __restrict__ weights,
+                          const typename Fmt::Storage* __restrict__ grad_out,
+                          typename Fmt::Storage* __restrict__ grad_input) {
+  using T = typename Fmt::Compute;
+  const I total = p.n * p.c * p.plane;
+  for (I idx = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<I>(gridDim.x) * blockDim.x) {
+    I n, c, s;
+    if (channels_last) {
+      c = idx % p.c;
+      const I loc = idx / p.c;
+      n = loc / p.plane;
+      s = loc - n * p.plane;
+    } else {
+      s = idx % p.plane;
+      const I nc = idx / p.plane;
+      n = nc / p.c;
+      c = nc - n * p.c;
+    }
+    const I loc = n * p.plane + s;
+    const typename Fmt::Storage* go = grad_out + n * p.out_sn + c * p.out_sc;
+    const I pt0 = n * p.points;
+    T sum = T(0);
+    for (I m = offsets[loc], end = offsets[loc + 1]; m < end; ++m) {
+      const I rec = sorted_values[m];
+      const I pnt = rec / taps - pt0;
+      sum += weights[rec] * Fmt::Load(go[pnt * p.out_sp]);
+    }
+    grad_input[idx] = Fmt::Store(sum);
+  }
+}
+
+// Bump allocator over one ScratchAllocator block.
+struct Carve {
+  char* base;
+  size_t used = 0;
+  template <typename U>
+  U* Take(size_t count) {
+    used = (used + 255) & ~size_t{255};
+    U* ptr = reinterpret_cast<U*>(base + used);
+    used += count * sizeof(U);
+    return ptr;
+  }
+};
+
+inline size_t Aligned(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
+
+inline int BitsFor(uint64_t v) {  // bits needed to represent v
+  int b = 0;
+  while (b < 64 && (v >> b) != 0) ++b;
+  return std::max(b, 1);
+}
+
+template <typename Fmt, int K, int kInterp, typename I>
+ffi::Error BackwardTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch,
+                         const gs_ffi::Geometry& g, bool deterministic,
+                         const typename Fmt::Storage* grad_out,
+                         const typename Fmt::Storage* input, const typename Fmt::Storage* grid,
+                         typename Fmt::Storage* grad_input, typename Fmt::Storage* grad_grid) {
+  using S = typename Fmt::Storage;
+  using T = typename Fmt::Compute;
+  using Key = std::conditional_t<std::is_same_v<I, int32_t>, uint32_t, uint64_t>;
+  constexpr int kTaps = PointTaps<T, K, kInterp, I>::kTaps;
+  const Params<I> p = MakeParams<I>(g);
+  const int64_t gi_count = g.n * g.c * g.plane;
+  const int64_t points = g.n * g.points;
+  const bool kNearestMode = kInterp == gs::kNearest;
+
+  if (grad_grid != nullptr && (kNearestMode || g.c == 0 || points == 0)) {
+    // Nearest: the grid gradient is exactly 0. No channels: an empty sum.
+    if (ffi::Error err = CudaCall(
+            cudaMemsetAsync(grad_grid, 0, static_cast<size_t>(points * g.k) * sizeof(S), stream),
+            "cudaMemsetAsync(grad_grid)");
+        !err.success()) {
+      return err;
+    }
+    if (kNearestMode || g.c == 0) grad_grid = nullptr;
+  }
+  if (grad_input != nullptr && (points == 0 || g.c == 0 || gi_count == 0)) {
+    if (gi_count > 0) {
+      if (ffi::Error err = CudaCall(cudaMemsetAsync(grad_input, 0,
+                                                    static_cast<size_t>(gi_count) * sizeof(S),
+                                                    stream),
+                                    "cudaMemsetAsync(grad_input)");
+          !err.success()) {
+        return err;
+      }
+    }
+    grad_input = nullptr;
+  }
+  if (points == 0) return ffi::Error::Success();
+  if (grad_input == nullptr && grad_grid == nullptr) return ffi::Error::Success();
+  const unsigned int point_blocks = NumBlocks(points);
+
+  if (grad_input == nullptr) {
+    BackwardPointKernel<Fmt, K, kInterp, I, kNoGradInput, Key>
+        <<<point_blocks, kThreads, 0, stream>>>(p, grad_out, input, grid, grad_grid, nullptr,
+                                                nullptr, nullptr, nullptr, Key(0));
+    return LastCudaError("backward kernel launch");
+  }
+
+  if (!deterministic) {
+    T* acc = reinterpret_cast<T*>(grad_input);
+    if constexpr (!std::is_same_v<S, T>) {
+      auto mem = scratch.Allocate(static_cast<size_t>(gi_count) * sizeof(T), 256);
+      if (!mem.has_value()) {
+        return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                          "grid_sample (cuda): could not allocate the float32 accumulation "
+                          "buffer for grad_input");
+      }
+      acc = reinterpret_cast<T*>(*mem);
+    }
+    if (ffi::Error err = CudaCall(
+            cudaMemsetAsync(acc, 0, static_cast<size_t>(gi_count) * sizeof(T), stream),
+            "cudaMemsetAsync(grad_input accumulator)");
+        !err.success()) {
+      return err;
+    }
+    BackwardPointKernel<Fmt, K, kInterp, I, kAtomic, Key>
+        <<<point_blocks, kThreads, 0, stream>>>(p, grad_out, input, grid, grad_grid, acc,
+                                                nullptr, nullptr, nullptr, Key(0));
+    if (ffi::Error err = LastCudaError("backward kernel launch"); !err.success()) return err;
+    if constexpr (!std::is_same_v<S, T>) {
+      CastKernel<Fmt, I><<<NumBlocks(gi_count), kThreads, 0, stream>>>(
+          static_cast<I>(gi_count), acc, grad_input);
+      return LastCudaError("grad_input cast kernel launch");
+    }
+    return ffi::Error::Success();
+  }
+
+  // Deterministic: records, sort, segment offsets, ordered gather.
+  const int64_t records = points * kTaps;
+  const int64_t locations = g.n * g.plane;  // also the sentinel key
+  const Key sentinel = static_cast<Key>(locations);
+  const int end_bit = BitsFor(static_cast<uint64_t>(locations));
+  size_t sort_bytes = 0;
+  if (ffi::Error err = CudaCall(
+          cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const Key*>(nullptr),
+                                          static_cast<Key*>(nullptr),
+                                          static_cast<const I*>(nullptr), static_cast<I*>(nullptr),
+                                          static_cast<I>(records), 0, end_bit, stream),
+          "cub::DeviceRadixSort::SortPairs (size query)");
+      !err.success()) {
+    return err;
+  }
+  const size_t n_rec = static_cast<size_t>(records);
+  const size_t total_bytes = 2 * Aligned(n_rec * sizeof(Key)) + 2 * Aligned(n_rec * sizeof(I)) +
+                             Aligned(n_rec * sizeof(T)) +
+                             Aligned(static_cast<size_t>(locations + 1) * sizeof(I)) +
+                             Aligned(sort_bytes) + 256;
+  auto mem = scratch.Allocate(total_bytes, 256);
+  if (!mem.has_value()) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                      "grid_sample (cuda): could not allocate " + std::to_string(total_bytes) +
+                          " bytes of scratch for the deterministic backward");
+  }
+  Carve carve{reinterpret_cast<char*>(*mem)};
+  Key* keys_in = carve.Take<Key>(n_rec);
+  Key* keys_out = carve.Take<Key>(n_rec);
+  I* vals_in = carve.Take<I>(n_rec);
+  I* vals_out = carve.Take<I>(n_rec);
+  T* weights = carve.Take<T>(n_rec);
+  I* offsets = carve.Take<I>(static_cast<size_t>(locations + 1));
+  void* sort_tmp = carve.Take<char>(sort_bytes);
+
+  BackwardPointKernel<Fmt, K, kInterp, I, kRecord, Key>
+      <<<point_blocks, kThreads, 0, stream>>>(p, grad_out, input, grid, grad_grid, nullptr,
+                                              keys_in, vals_in, weights, sentinel);
+  if (ffi::Error err = LastCudaError("backward record kernel launch"); !err.success()) return err;
+  if (ffi::Error err = CudaCall(
+          cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, keys_in, keys_out, vals_in,
+                                          vals_out, static_cast<I>(records), 0, end_bit, stream),
+          "cub::DeviceRadixSort::SortPairs");
+      !err.success()) {
+    return err;
+  }
+  if (ffi::Error err = LastCudaError("radix sort"); !err.success()) return err;
+  SegmentOffsetsKernel<I, Key><<<NumBlocks(records + 1), kThreads, 0, stream>>>(
+      static_cast<I>(records), static_cast<I>(locations), keys_out, offsets);
+  if (ffi::Error err = LastCudaError("segment offsets kernel launch"); !err.success()) return err;
+  GatherGradInputKernel<Fmt, I><<<NumBlocks(gi_count), kThreads, 0, stream>>>(
+      p, g.channels_last, kTaps, offsets, vals_out, weights, grad_out, grad_input);
+  return LastCudaError("grad_input gather kernel launch");
+}
+
+ffi::Error BackwardImpl(cudaStream_t stream, ffi::ScratchAllocator scratch,
+                        ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                        ffi::RemainingRets results, int64_t interpolation, int64_t padding,
+                        bool align_corners, bool channels_last, bool input_mask, bool grid_mask,
+                        bool deterministic) {
+  gs_ffi::Geometry g;
+  if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, interpolation, padding,
+                                            align_corners, channels_last, &g);
+      !err.success()) {
+    return err;
+  }
+  const ffi::DataType dt = input.element_type();
+  int64_t dims[5];
+  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
+  if (ffi::Error err = gs_ffi::CheckShape(kPlatform, "grad_output", grad_output, dt, dims, rank);
+      !err.success()) {
+    return err;
+  }
+  void* gi_ptr = nullptr;
+  void* gg_ptr = nullptr;
+  if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
+                                                     grid_mask, &gi_ptr, &gg_ptr);
+      !err.success()) {
+    return err;
+  }
+  const int taps1 = gs::TapsPerAxis(static_cast<int>(interpolation));
+  int64_t taps = taps1 * taps1 * (g.k == 3 ? taps1 : 1);
+  const int64_t points = g.n * g.points;
+  const int64_t stride = int64_t{kThreads} * (1 << 20);
+  const bool use64 = !FitsInt32(g.n * g.c * g.plane + stride) ||
+                     !FitsInt32(g.n * g.c * g.points) || !FitsInt32(points * g.k) ||
+                     !FitsInt32(points * taps + stride) || !FitsInt32(points + stride);
+  return Dispatch(dt, g.k, interpolation, use64,
+                  [&](auto fmt, auto k, auto interp, auto index) -> ffi::Error {
+                    using Fmt = decltype(fmt);
+                    using S = typename Fmt::Storage;
+                    return BackwardTyped<Fmt, decltype(k)::value, decltype(interp)::value,
+                                         decltype(index)>(
+                        stream, scratch, g, deterministic,
+                        reinterpret_cast<const S*>(grad_output.untyped_data()),
+                        reinterpret_cast<const S*>(input.untyped_data()),
+                        reinterpret_cast<const S*>(grid.untyped_data()),
+                        reinterpret_cast<S*>(gi_ptr), reinterpret_cast<S*>(gg_ptr));
+                  });
+}
+
+}  // namespace
+}  // namespace gs_cuda
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCuda, gs_cuda::BackwardImpl,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
+                                  .Ctx<xla::ffi::ScratchAllocator>()
+                                  .Arg<xla::ffi::AnyBuffer>()  // grad_output
+                                  .Arg<xla::ffi::AnyBuffer>()  // input
+                                  .Arg<xla::ffi::AnyBuffer>()  // grid
+                                  .RemainingRets()             // grad_input?, grad_grid?
+                                  .Attr<int64_t>("interpolation")
+                                  .Attr<int64_t>("padding")
+                                  .Attr<bool>("align_corners")
+                                  .Attr<bool>("channels_last")
+                                  .Attr<bool>("input_mask")
+                                  .Attr<bool>("grid_mask")
+                                  .Attr<bool>("deterministic"),
+                              {xla::ffi::Traits::kCmdBufferCompatible});
