@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,6 +79,12 @@ def run(cmd, env=None, cwd=None, timeout=None) -> int:
 def phase_build() -> None:
     banner("build")
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 8))
+    if not shutil.which("nvcc") and "CUDACXX" not in env:
+        for nvcc in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc"):
+            if os.path.exists(nvcc):
+                env["CUDACXX"] = nvcc  # CMake's check_language(CUDA) reads it
+                break
+    print(f"nvcc: {shutil.which('nvcc') or env.get('CUDACXX')}", flush=True)
     rc = run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
               "--no-cache-dir", "-q", REPO], env=env, timeout=480)
     if rc != 0:
@@ -85,9 +92,12 @@ def phase_build() -> None:
         raise SystemExit("build failed")
     # A fresh interpreter, outside the source tree (which would shadow the installed package).
     code = ("import jax, jax_gridsample; from jax_gridsample import _native; "
-            "print(jax_gridsample.__file__); print(jax.devices()); print(_native.native_status())")
+            "print(jax_gridsample.__file__); print(jax.devices()); print(_native.native_status()); "
+            "assert _native.native_status()['cuda'] == 'available'; "
+            "assert jax.devices()[0].platform == 'gpu'")
     if run([sys.executable, "-c", code], cwd=tempfile.gettempdir()) != 0:
         FAILURES.append("import")
+        raise SystemExit("the CUDA kernels did not build or load, or JAX sees no GPU")
 
 
 # --- 2. tests --------------------------------------------------------------------------------

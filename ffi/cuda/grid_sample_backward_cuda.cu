@@ -39,11 +39,13 @@ __device__ __forceinline__ void AtomicAddCompute(T* addr, T v) {
 }
 
 // What the per-point kernel does for grad_input.
-enum GradInputMode : int { kNoGradInput = 0, kAtomic = 1, kRecord = 2 };
+enum GradInputMode : int { kAtomic = 1, kRecord = 2 };
 
-// Per-point backward. `gi_acc` (kAtomic): compute-type accumulation buffer in
-// the input's layout. kRecord: keys / values / weights of N*points*kTaps
-// records. `grad_grid` may be null.
+// Per-point backward. kAtomic: atomics into `gi_acc`, a compute-type
+// accumulation buffer in the input's layout, or nothing for grad_input when
+// it is null (grid gradient only; a uniform branch, one kernel fewer to
+// compile). kRecord: keys / values / weights of N*points*kTaps records.
+// `grad_grid` may be null.
 template <typename Fmt, int K, int kInterp, typename I, int kGiMode, typename Key>
 __global__ void __launch_bounds__(kThreads)
     BackwardPointKernel(Params<I> p, const typename Fmt::Storage* __restrict__ grad_out,
@@ -57,6 +59,7 @@ __global__ void __launch_bounds__(kThreads)
   using Taps = PointTaps<T, K, kInterp, I>;
   constexpr bool kGridGrad = kInterp != gs::kNearest;
   const bool need_gg = kGridGrad && grad_grid != nullptr;
+  const bool need_gi = gi_acc != nullptr;
   const I total = p.n * p.points;
   for (I pt = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; pt < total;
        pt += static_cast<I>(gridDim.x) * blockDim.x) {
@@ -75,21 +78,21 @@ __global__ void __launch_bounds__(kThreads)
         weights[base + t] = w;
       });
     }
-    if constexpr (kGiMode != kAtomic) {
-      if (!need_gg) continue;
-    }
+    if (!need_gg && !(kGiMode == kAtomic && need_gi)) continue;
     T gacc[K];
 #pragma unroll
     for (int a = 0; a < K; ++a) gacc[a] = T(0);
     const typename Fmt::Storage* src = input + n * p.in_sn;
     const typename Fmt::Storage* go = grad_out + n * p.out_sn + pnt * p.out_sp;
-    T* gi = gi_acc + n * p.in_sn;
+    T* gi = need_gi ? gi_acc + n * p.in_sn : nullptr;
     for (I c = 0; c < p.c; ++c) {
       const T gv = Fmt::Load(go[c * p.out_sc]);
       const typename Fmt::Storage* src_c = src + c * p.in_sc;
       taps.ForEachTap(p, [&](int, bool valid, I off, T w, int i, int j, int l) {
         if (!valid) return;
-        if constexpr (kGiMode == kAtomic) AtomicAddCompute(gi + c * p.in_sc + off * p.in_ss, w * gv);
+        if constexpr (kGiMode == kAtomic) {
+          if (need_gi) AtomicAddCompute(gi + c * p.in_sc + off * p.in_ss, w * gv);
+        }
         if (kGridGrad && need_gg) {
           const T prod = gv * Fmt::Load(src_c[off * p.in_ss]);
           gacc[0] += prod * (taps.x.dw[i] * taps.y.w[j] * taps.z.w[l]);
@@ -235,7 +238,7 @@ ffi::Error BackwardTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch,
   const unsigned int point_blocks = NumBlocks(points);
 
   if (grad_input == nullptr) {
-    BackwardPointKernel<Fmt, K, kInterp, I, kNoGradInput, Key>
+    BackwardPointKernel<Fmt, K, kInterp, I, kAtomic, Key>
         <<<point_blocks, kThreads, 0, stream>>>(p, grad_out, input, grid, grad_grid, nullptr,
                                                 nullptr, nullptr, nullptr, Key(0));
     return LastCudaError("backward kernel launch");

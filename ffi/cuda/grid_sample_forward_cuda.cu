@@ -49,6 +49,9 @@ __global__ void __launch_bounds__(kThreads)
     const I c_end = c_begin + p.cchunk < p.c ? c_begin + p.cchunk : p.c;
     const typename Fmt::Storage* src = input + n * p.in_sn;
     typename Fmt::Storage* dst = output + n * p.out_sn + pnt * p.out_sp;
+    // A few channels in flight per thread (independent gathers) where the
+    // unrolled body stays small.
+#pragma unroll(PointTaps<T, K, kInterp, I>::kTaps <= 16 ? 4 : 1)
     for (I c = c_begin; c < c_end; ++c) {
       const typename Fmt::Storage* src_c = src + c * p.in_sc;
       T sum = T(0);
