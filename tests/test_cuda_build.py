@@ -61,11 +61,17 @@ def test_cuda_lowering_calls_our_targets(deterministic):
                                          deterministic=deterministic)
         return jnp.sum(out * out)
 
-    try:
-        lowered = jax.jit(jax.grad(loss, argnums=(0, 1))).trace(x, grid).lower(
-            lowering_platforms=("cuda",))
-    except Exception as exc:  # noqa: BLE001 - old jax without cross-platform lowering
-        pytest.skip(f"cross-platform lowering unavailable here: {type(exc).__name__}: {exc}")
+    lowered = jax.jit(jax.grad(loss, argnums=(0, 1))).trace(x, grid).lower(
+        lowering_platforms=("cuda",))
     text = lowered.as_text()
     assert _native.FORWARD_TARGET in text and _native.BACKWARD_TARGET in text
     assert f"deterministic = {str(deterministic).lower()}" in text
+
+
+def test_auto_keeps_the_reference_on_cuda_until_verified():
+    """The CUDA kernels have not run on a GPU yet: "auto" must not pick them."""
+    x = jnp.ones((2, 3, 5, 6), jnp.float32)
+    grid = jnp.zeros((2, 4, 4, 2), jnp.float32)
+    text = jax.jit(lambda x, g: jax_gridsample.grid_sample(x, g)).trace(x, grid).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert _native.FORWARD_TARGET not in text
