@@ -152,9 +152,15 @@ template <typename I = int64_t, typename T>
 GS_HOST_DEVICE inline I TapIndex(T x, int64_t size) {
   const bool in = (x >= T(0)) & (x <= T(size - 1));  // false for NaN
   const I i = static_cast<I>(in ? x : T(0));
-  // Selects only (no `&&`-like control flow), so loops over points vectorize.
-  const I lim = in ? static_cast<I>(size) : I(0);  // size fits I (see above)
-  return i < lim ? i : I(-1);
+  if constexpr (sizeof(I) < sizeof(int64_t)) {
+    // Selects only (no `&&`-like control flow), so that loops over points
+    // vectorize; size fits I (see above).
+    const I lim = in ? static_cast<I>(size) : I(0);
+    return i < lim ? i : I(-1);
+  } else {
+    // This form keeps the scalar (per-point) code branch-free.
+    return (in & (static_cast<int64_t>(i) < size)) ? i : I(-1);
+  }
 }
 
 // Cubic convolution weights of the four taps x0-1 .. x0+2 for t = u - x0.
