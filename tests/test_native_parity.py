@@ -291,8 +291,10 @@ def test_backward_independent_of_thread_count():
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
                                                        os.environ.get("PYTHONPATH", "")]))
+    # cwd: the tests folder, so that `python -c` does not import a source checkout's package
     proc = subprocess.run([sys.executable, "-c", _SUBPROCESS, os.path.dirname(__file__)],
-                          capture_output=True, timeout=300, env=env)
+                          capture_output=True, timeout=300, env=env,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     assert pickle.loads(proc.stdout) == _gradients_bytes()
 
@@ -421,5 +423,6 @@ def test_missing_compiled_module_falls_back_to_the_reference():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
                                                        os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _WITHOUT_KERNELS], capture_output=True,
-                          timeout=300, env=env, text=True)
+                          timeout=300, env=env, text=True,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
