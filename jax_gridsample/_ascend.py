@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import jax
 import numpy as np
+
+from ._native import load_and_register
 
 ASCEND_PLATFORM = "ASCEND"
 """The Ascend PJRT plugin's platform name (FFI registration); JAX's backend name is its
@@ -26,30 +27,10 @@ lower-case form."""
 
 FORWARD_TARGET = "jax_gridsample_ascend_forward"
 BACKWARD_TARGET = "jax_gridsample_ascend_backward"
-_FFI_API_VERSION = 1
 
 
-def _register_targets() -> tuple[object | None, str]:
-    """Import ``_ascend_kernels`` and register its targets for the Ascend platform."""
-    try:
-        from . import _ascend_kernels
-    except ImportError as exc:
-        return None, ("the compiled module jax_gridsample._ascend_kernels could not be "
-                      f"imported: {exc}")
-    try:
-        registrations = _ascend_kernels.registrations()
-        missing = {FORWARD_TARGET, BACKWARD_TARGET} - set(registrations)
-        if missing:
-            return None, f"jax_gridsample._ascend_kernels does not provide {sorted(missing)}"
-        for name, capsule in registrations.items():
-            jax.ffi.register_ffi_target(name, capsule, platform=ASCEND_PLATFORM,
-                                        api_version=_FFI_API_VERSION)
-    except Exception as exc:  # noqa: BLE001 - any failure means: fall back to the reference
-        return None, f"registering the Ascend FFI targets failed: {type(exc).__name__}: {exc}"
-    return _ascend_kernels, "available"
-
-
-_MODULE, _STATUS = _register_targets()
+_MODULE, _STATUS = load_and_register("_ascend_kernels", (FORWARD_TARGET, BACKWARD_TARGET),
+                                     ASCEND_PLATFORM)
 
 
 def available() -> bool:

@@ -7,6 +7,8 @@ the primitives fall back to the jnp reference.
 
 from __future__ import annotations
 
+import importlib
+
 import jax
 
 FORWARD_TARGET = "jax_gridsample_forward"
@@ -14,70 +16,47 @@ BACKWARD_TARGET = "jax_gridsample_backward"
 _FFI_API_VERSION = 1
 
 
-def _register_cpu() -> str:
-    """Import ``_cpu_kernels`` and register its targets; return "available" or the reason not."""
+def load_and_register(module: str, targets: tuple[str, ...], platform: str):
+    """Import ``jax_gridsample.<module>`` and register its FFI targets for ``platform``.
+
+    Returns ``(module, "available")``, or ``(None, reason)`` when it is missing or incomplete.
+    Registering needs no device: without one for ``platform``, jax only records it.
+    """
     try:
-        from . import _cpu_kernels
-    except ImportError as exc:  # not built (e.g. a source checkout without a compiled module)
-        return f"the compiled module jax_gridsample._cpu_kernels could not be imported: {exc}"
+        compiled = importlib.import_module(f"{__package__}.{module}")
+    except ImportError as exc:  # not built (e.g. no nvcc, or a source checkout)
+        return None, f"the compiled module jax_gridsample.{module} could not be imported: {exc}"
     try:
-        registrations = _cpu_kernels.registrations()
-        missing = {FORWARD_TARGET, BACKWARD_TARGET} - set(registrations)
+        registrations = compiled.registrations()
+        missing = set(targets) - set(registrations)
         if missing:
-            return f"jax_gridsample._cpu_kernels does not provide {sorted(missing)}"
+            return None, f"jax_gridsample.{module} does not provide {sorted(missing)}"
         for name, capsule in registrations.items():
-            jax.ffi.register_ffi_target(name, capsule, platform="cpu",
+            jax.ffi.register_ffi_target(name, capsule, platform=platform,
                                         api_version=_FFI_API_VERSION)
     except Exception as exc:  # noqa: BLE001 - any failure means: fall back to the reference
-        return f"registering the CPU FFI targets failed: {type(exc).__name__}: {exc}"
-    return "available"
+        return None, (f"registering the {platform} FFI targets of jax_gridsample.{module} "
+                      f"failed: {type(exc).__name__}: {exc}")
+    return compiled, "available"
 
 
 # XLA's platform name for NVIDIA GPUs (targets are registered under it; JAX lowers for "cuda").
 CUDA_PLATFORM = "CUDA"
 
-
-def _register_cuda() -> tuple[object | None, str]:
-    """Import ``_cuda_kernels`` and register its targets for the CUDA platform.
-
-    Registration needs no GPU: without a CUDA backend JAX only records it. Returns the module
-    (None when unavailable) and "registered" or the reason it is not.
-    """
-    try:
-        from . import _cuda_kernels
-    except ImportError as exc:  # built without nvcc, or a source checkout
-        return None, ("the compiled module jax_gridsample._cuda_kernels could not be imported: "
-                      f"{exc}")
-    try:
-        registrations = _cuda_kernels.registrations()
-        missing = {FORWARD_TARGET, BACKWARD_TARGET} - set(registrations)
-        if missing:
-            return None, f"jax_gridsample._cuda_kernels does not provide {sorted(missing)}"
-        for name, capsule in registrations.items():
-            jax.ffi.register_ffi_target(name, capsule, platform=CUDA_PLATFORM,
-                                        api_version=_FFI_API_VERSION)
-    except Exception as exc:  # noqa: BLE001 - any failure means: fall back to the reference
-        return None, f"registering the CUDA FFI targets failed: {type(exc).__name__}: {exc}"
-    return _cuda_kernels, "registered"
-
-
 # Computed once at import; read-only afterwards.
-_STATUS: dict[str, str] = {"cpu": _register_cpu()}
-_CUDA_MODULE, _CUDA_STATUS = _register_cuda()
+_CPU_MODULE, _CPU_STATUS = load_and_register("_cpu_kernels", (FORWARD_TARGET, BACKWARD_TARGET),
+                                             "cpu")
+_CUDA_MODULE, _CUDA_STATUS = load_and_register("_cuda_kernels",
+                                               (FORWARD_TARGET, BACKWARD_TARGET), CUDA_PLATFORM)
 
 
 def cpu_available() -> bool:
     """Whether the native CPU kernels are loaded and registered."""
-    return _STATUS["cpu"] == "available"
-
-
-def cuda_built() -> bool:
-    """Whether ``_cuda_kernels`` was built (the package was installed with ``nvcc`` present)."""
-    return _CUDA_MODULE is not None
+    return _CPU_MODULE is not None
 
 
 def cuda_available() -> bool:
-    """Whether the CUDA kernels are loaded and registered (a lowering for "cuda" may use them).
+    """Whether the CUDA kernels were built (``nvcc`` was present at install) and registered.
 
     True without a GPU too: the "cuda" lowering only runs where JAX has a CUDA backend.
     """
@@ -97,8 +76,7 @@ def cuda_status() -> str:
 
 def native_status() -> dict[str, str]:
     """Platform -> "available", or the reason its native kernel is not available."""
-    status = dict(_STATUS)
-    status["cuda"] = cuda_status()
+    status = {"cpu": _CPU_STATUS, "cuda": cuda_status()}
     # Ascend (aclnn; owned by _ascend.py): keyed by JAX's backend name, "ascend".
     from . import _ascend
 

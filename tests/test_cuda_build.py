@@ -26,14 +26,14 @@ def _nvcc() -> str | None:
 
 
 needs_module = pytest.mark.skipif(
-    _nvcc() is None and not _native.cuda_built(),
+    _nvcc() is None and not _native.cuda_available(),
     reason="no nvcc here: the CUDA kernels are not built (not an error)",
 )
 
 
 @needs_module
 def test_cuda_module_was_built():
-    assert _native.cuda_built(), (
+    assert _native.cuda_available(), (
         f"nvcc is at {_nvcc()} but jax_gridsample._cuda_kernels is missing: "
         f"{_native.native_status()['cuda']}"
     )
