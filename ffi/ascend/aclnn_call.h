@@ -177,6 +177,23 @@ class DeviceMemory {
   bool launched_ = false;
 };
 
+// The second phase of every aclnn call: workspace of the size the first phase
+// asked for, then the launch, which consumes the executor. `launch_name` names
+// the launch function in errors.
+inline ffi::Error AllocateAndLaunch(const AclnnApi& api, DeviceMemory& memory, Executor& executor,
+                                    LaunchFn launch, const char* launch_name,
+                                    uint64_t workspace_size, aclrtStream stream) {
+  void* workspace = nullptr;
+  if (ffi::Error e = memory.Allocate(workspace_size, &workspace, "the aclnn workspace");
+      e.failure()) {
+    return e;
+  }
+  memory.MarkLaunched();
+  const aclnnStatus status = launch(workspace, workspace_size, executor.release(), stream);
+  if (status != kAclnnSuccess) return StatusError(api, launch_name, status);
+  return ffi::Error::Success();
+}
+
 // Sets ACL_OPT_DETERMINISTIC to 1 for the lifetime of the object when asked,
 // restoring the previous value afterwards.
 class DeterministicScope {

@@ -128,26 +128,15 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
       is3d ? api.grid_sampler3d_backward_workspace : api.grid_sampler2d_backward_workspace;
   const char* get_workspace_name = is3d ? "aclnnGridSampler3DBackwardGetWorkspaceSize"
                                         : "aclnnGridSampler2DBackwardGetWorkspaceSize";
-  aclnnStatus status = get_workspace(acl_grad_output.get(), acl_input.get(), acl_grid.get(),
+  const aclnnStatus status = get_workspace(acl_grad_output.get(), acl_input.get(), acl_grid.get(),
                                      interpolation, padding, align_corners, mask.get(),
                                      acl_input_grad.get(), acl_grid_grad.get(), &workspace_size,
                                      executor.out());
   if (status != kAclnnSuccess) return StatusError(api, get_workspace_name, status);
 
-  void* workspace = nullptr;
-  if (ffi::Error e = memory.Allocate(workspace_size, &workspace, "the aclnn workspace");
-      e.failure()) {
-    return e;
-  }
-
-  const auto launch = is3d ? api.grid_sampler3d_backward : api.grid_sampler2d_backward;
-  memory.MarkLaunched();
-  status = launch(workspace, workspace_size, executor.release(), stream);
-  if (status != kAclnnSuccess) {
-    return StatusError(api, is3d ? "aclnnGridSampler3DBackward" : "aclnnGridSampler2DBackward",
-                       status);
-  }
-  return ffi::Error::Success();
+  return AllocateAndLaunch(
+      api, memory, executor, is3d ? api.grid_sampler3d_backward : api.grid_sampler2d_backward,
+      is3d ? "aclnnGridSampler3DBackward" : "aclnnGridSampler2DBackward", workspace_size, stream);
 }
 
 }  // namespace

@@ -54,24 +54,14 @@ ffi::Error ForwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch, ffi::A
   const auto get_workspace = is3d ? api.grid_sampler3d_workspace : api.grid_sampler2d_workspace;
   const char* get_workspace_name =
       is3d ? "aclnnGridSampler3DGetWorkspaceSize" : "aclnnGridSampler2DGetWorkspaceSize";
-  aclnnStatus status = get_workspace(acl_input.get(), acl_grid.get(), interpolation, padding,
+  const aclnnStatus status = get_workspace(acl_input.get(), acl_grid.get(), interpolation, padding,
                                      align_corners, acl_out.get(), &workspace_size,
                                      executor.out());
   if (status != kAclnnSuccess) return StatusError(api, get_workspace_name, status);
 
-  void* workspace = nullptr;
-  if (ffi::Error e = memory.Allocate(workspace_size, &workspace, "the aclnn workspace");
-      e.failure()) {
-    return e;
-  }
-
-  const auto launch = is3d ? api.grid_sampler3d : api.grid_sampler2d;
-  memory.MarkLaunched();
-  status = launch(workspace, workspace_size, executor.release(), stream);
-  if (status != kAclnnSuccess) {
-    return StatusError(api, is3d ? "aclnnGridSampler3D" : "aclnnGridSampler2D", status);
-  }
-  return ffi::Error::Success();
+  return AllocateAndLaunch(api, memory, executor, is3d ? api.grid_sampler3d : api.grid_sampler2d,
+                           is3d ? "aclnnGridSampler3D" : "aclnnGridSampler2D", workspace_size,
+                           stream);
 }
 
 }  // namespace
