@@ -4,27 +4,17 @@
 
 #include <string>
 
+#include "../common/ffi_registrations.h"
 #include "aclnn_api.h"
 #include "grid_sample_ascend.h"
 
 namespace nb = nanobind;
 
-namespace {
-
-template <typename Fn>
-nb::capsule Capsule(Fn* fn) {
-  return nb::capsule(reinterpret_cast<void*>(fn));
-}
-
-}  // namespace
-
 NB_MODULE(_ascend_kernels, m) {
   m.doc() = "XLA FFI handlers calling CANN's aclnnGridSampler2D/3D[Backward] (dlopen'ed).";
   m.def("registrations", []() {
-    nb::dict d;
-    d["jax_gridsample_ascend_forward"] = Capsule(JaxGridSampleAscendForward);
-    d["jax_gridsample_ascend_backward"] = Capsule(JaxGridSampleAscendBackward);
-    return d;
+    return gs::FfiRegistrations({{"jax_gridsample_ascend_forward", JaxGridSampleAscendForward},
+                                 {"jax_gridsample_ascend_backward", JaxGridSampleAscendBackward}});
   });
   m.def("library_status", []() { return gs_ascend::AclnnApiStatus(); },
         "Whether the CANN libraries were loaded yet, and from where.");

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <nanobind/nanobind.h>
 
+#include "../common/ffi_registrations.h"
 #include "xla/ffi/api/c_api.h"
 
 extern "C" {
@@ -11,24 +12,13 @@ XLA_FFI_Error* GridSampleBackwardCuda(XLA_FFI_CallFrame* call_frame);
 
 namespace nb = nanobind;
 
-namespace {
-
-template <typename Fn>
-nb::capsule Capsule(Fn* fn) {
-  return nb::capsule(reinterpret_cast<void*>(fn));
-}
-
-}  // namespace
-
 NB_MODULE(_cuda_kernels, m) {
   m.doc() = "Native CUDA XLA FFI handlers of jax_gridsample.";
   m.def(
       "registrations",
       []() {
-        nb::dict d;
-        d["jax_gridsample_forward"] = Capsule(GridSampleForwardCuda);
-        d["jax_gridsample_backward"] = Capsule(GridSampleBackwardCuda);
-        return d;
+        return gs::FfiRegistrations({{"jax_gridsample_forward", GridSampleForwardCuda},
+                                     {"jax_gridsample_backward", GridSampleBackwardCuda}});
       },
       "Returns {ffi_target_name: PyCapsule of the XLA FFI handler}.");
   m.def(
