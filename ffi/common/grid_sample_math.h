@@ -14,9 +14,15 @@
 #include <cmath>
 #include <cstdint>
 
+// Host functions here are forced inline: callers pass the padding mode and
+// align_corners as constants, and inlining folds those branches away (nvcc
+// inlines device functions on its own).
 #ifdef __CUDACC__
 #define GS_HOST_DEVICE __host__ __device__
 #define GS_MATH(fn) ::fn
+#elif defined(__GNUC__) || defined(__clang__)
+#define GS_HOST_DEVICE __attribute__((always_inline))
+#define GS_MATH(fn) std::fn
 #else
 #define GS_HOST_DEVICE
 #define GS_MATH(fn) std::fn
@@ -86,10 +92,30 @@ GS_HOST_DEVICE inline T ClipWithGrad(T u, int64_t size, T* d) {
   return v >= hi ? hi : v;
 }
 
+// fmod(a, span) for a >= 0 and an integer span > 0, given q ~ floor(a / span)
+// (possibly off by one from rounding). Bitwise equal to fmod: while a is
+// below 2^(mantissa bits), span * q is an exact integer and a - span * q is
+// a multiple of ulp(a) no larger than a, so every step is exact. Beyond that
+// it calls fmod, which is slow (a library loop) but exact for any a.
+// kModerate: the caller guarantees a < kExactBelow<T> (see IsModerate), so
+// the fmod branch is left out and loops over points can be vectorized.
+template <typename T>
+inline constexpr T kExactBelow = sizeof(T) == 4 ? T(8388608.0) : T(4503599627370496.0);
+
+template <bool kModerate = false, typename T>
+GS_HOST_DEVICE inline T ExactFmod(T a, T span, T q) {
+  if constexpr (!kModerate) {
+    if (!(a < kExactBelow<T>)) return GS_MATH(fmod)(a, span);
+  }
+  T r = a - span * q;
+  r = r < T(0) ? r + span : r;
+  return r >= span ? r - span : r;
+}
+
 // Reflection about lo = twice_lo / 2 and hi = twice_hi / 2. *d is +-1 (0 for
 // the degenerate span). The parity of the number of flips is computed in
 // floating point, so no integer conversion happens for huge u.
-template <typename T>
+template <bool kModerate = false, typename T>
 GS_HOST_DEVICE inline T ReflectWithGrad(T u, T twice_lo, T twice_hi, T* d) {
   if (twice_lo == twice_hi) {
     *d = T(0);
@@ -97,34 +123,30 @@ GS_HOST_DEVICE inline T ReflectWithGrad(T u, T twice_lo, T twice_hi, T* d) {
   }
   const T lo = twice_lo / T(2);
   const T span = (twice_hi - twice_lo) / T(2);
-  T a = u - lo;
-  T sign = T(1);
-  if (a < T(0)) {
-    sign = T(-1);
-    a = -a;
-  }
-  const T extra = GS_MATH(fmod)(a, span);
+  // Selects, not branches: the sign and parity are data (random for random
+  // grids), and mispredicted branches cost more than the whole computation.
+  const T diff = u - lo;
+  const T sign = diff < T(0) ? T(-1) : T(1);
+  const T a = GS_MATH(fabs)(diff);
   const T flips = GS_MATH(floor)(a / span);
+  const T extra = ExactFmod<kModerate>(a, span, flips);
   // Parity of the (integer-valued) flips, exact in floating point.
-  if (flips - T(2) * GS_MATH(floor)(flips * T(0.5)) == T(0)) {
-    *d = sign;
-    return extra + lo;
-  }
-  *d = -sign;
-  return span - extra + lo;
+  const bool even = flips - T(2) * GS_MATH(floor)(flips * T(0.5)) == T(0);
+  *d = even ? sign : -sign;
+  return even ? extra + lo : span - extra + lo;
 }
 
 // Step 3: padding of a coordinate (bilinear, nearest) or of a tap (bicubic).
 // *d receives the derivative of the result with respect to u.
-template <typename T>
+template <bool kModerate = false, typename T>
 GS_HOST_DEVICE inline T PadWithGrad(T u, int64_t size, int64_t padding,
                                     bool align_corners, T* d) {
   if (padding == kBorder) return ClipWithGrad(u, size, d);
   if (padding == kReflection) {
     T d_reflect;
     T r = align_corners
-              ? ReflectWithGrad(u, T(0), T(2 * (size - 1)), &d_reflect)
-              : ReflectWithGrad(u, T(-1), T(2 * size - 1), &d_reflect);
+              ? ReflectWithGrad<kModerate>(u, T(0), T(2 * (size - 1)), &d_reflect)
+              : ReflectWithGrad<kModerate>(u, T(-1), T(2 * size - 1), &d_reflect);
     T d_clip;
     r = ClipWithGrad(r, size, &d_clip);
     *d = d_reflect * d_clip;
@@ -134,11 +156,11 @@ GS_HOST_DEVICE inline T PadWithGrad(T u, int64_t size, int64_t padding,
   return u;
 }
 
-template <typename T>
+template <bool kModerate = false, typename T>
 GS_HOST_DEVICE inline T Pad(T u, int64_t size, int64_t padding,
                             bool align_corners) {
   T unused;
-  return PadWithGrad(u, size, padding, align_corners, &unused);
+  return PadWithGrad<kModerate>(u, size, padding, align_corners, &unused);
 }
 
 // Step 5: the in-range check, done in floating point before converting to an
@@ -202,6 +224,14 @@ GS_HOST_DEVICE inline void CubicWeightGrads(T t, T dw[4]) {
   dw[3] = -CubicOuterGrad(T(2) - t);
 }
 
+// Whether normalized coordinate c keeps every reflection distance below
+// kExactBelow<T> (so ComputeAxisTaps<..., kModerate = true> is exact for it).
+// False for NaN and infinities.
+template <typename T>
+GS_HOST_DEVICE inline bool IsModerate(T c, int64_t size) {
+  return (GS_MATH(fabs)(c) + T(2)) * T(size) < kExactBelow<T> / T(4);
+}
+
 // Taps of one spatial axis for one coordinate.
 //   idx[i]: input index of tap i, or -1 when it reads nothing;
 //   w[i]:   interpolation weight;
@@ -217,7 +247,7 @@ struct AxisTaps {
   T dmult;
 };
 
-template <int kInterp, typename T, typename I = int64_t>
+template <int kInterp, typename T, typename I = int64_t, bool kModerate = false>
 GS_HOST_DEVICE inline void ComputeAxisTaps(
     T c, int64_t size, int64_t padding, bool align_corners,
     AxisTaps<T, TapsPerAxis(kInterp), I>* out) {
@@ -226,7 +256,7 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
   u = Guard(u, size, padding, &dg);
   if (kInterp == kBilinear) {
     T dp;
-    const T p = PadWithGrad(u, size, padding, align_corners, &dp);
+    const T p = PadWithGrad<kModerate>(u, size, padding, align_corners, &dp);
     const T x0 = GS_MATH(floor)(p);
     const T x1 = x0 + T(1);
     out->idx[0] = TapIndex<I>(x0, size);
@@ -237,7 +267,7 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
     out->dw[1] = T(1);
     out->dmult = du * dg * dp;
   } else if (kInterp == kNearest) {
-    const T p = Pad(u, size, padding, align_corners);
+    const T p = Pad<kModerate>(u, size, padding, align_corners);
     out->idx[0] = TapIndex<I>(GS_MATH(nearbyint)(p), size);
     out->w[0] = T(1);
     out->dw[0] = T(0);
@@ -249,7 +279,7 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
     CubicWeights(t, w);
     CubicWeightGrads(t, dw);
     for (int i = 0; i < 4; ++i) {
-      const T tap = Pad(x0 + T(i - 1), size, padding, align_corners);
+      const T tap = Pad<kModerate>(x0 + T(i - 1), size, padding, align_corners);
       out->idx[i] = TapIndex<I>(tap, size);
       out->w[i] = w[i];
       out->dw[i] = dw[i];

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "../common/grid_sample_math.h"
 #include "grid_sample_cpu.h"
@@ -45,7 +46,7 @@ template <int K, int kInterp>
 struct SoaTaps {
   static constexpr int kT1 = gs::TapsPerAxis(kInterp);
   static constexpr int kTaps = K == 2 ? kT1 * kT1 : kT1 * kT1 * kT1;
-  static constexpr int kB = std::clamp(4096 / kTaps, 64, 512);  // multiple of 8
+  static constexpr int kB = std::clamp(16384 / kTaps, 64, 4096);  // multiple of 8
   alignas(32) int32_t ax[K][kT1][kB];
   alignas(32) float aw[K][kT1][kB];
   alignas(32) int32_t off[kTaps][kB];
@@ -70,13 +71,27 @@ __attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restric
                                                           int32_t (*__restrict ix)[kB],
                                                           float (*__restrict wx)[kB]) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
-  for (int b = 0; b < cnt; ++b) {
-    gs::AxisTaps<float, kT1, int32_t> t;
-    gs::ComputeAxisTaps<kInterp, float, int32_t>(coord[b * K], size, kPad, kAlign, &t);
-    for (int i = 0; i < kT1; ++i) {
-      ix[i][b] = t.idx[i];
-      wx[i][b] = t.w[i];
+  auto fill = [&](auto moderate) {
+    for (int b = 0; b < cnt; ++b) {
+      gs::AxisTaps<float, kT1, int32_t> t;
+      gs::ComputeAxisTaps<kInterp, float, int32_t, decltype(moderate)::value>(
+          coord[b * K], size, kPad, kAlign, &t);
+      for (int i = 0; i < kT1; ++i) {
+        ix[i][b] = t.idx[i];
+        wx[i][b] = t.w[i];
+      }
     }
+  };
+  // Reflection needs a library fmod for huge coordinates, which keeps the
+  // loop scalar; blocks without any take the vectorizable form.
+  bool moderate = true;
+  if constexpr (kPad == gs::kReflection) {
+    for (int b = 0; b < cnt; ++b) moderate &= gs::IsModerate(coord[b * K], size);
+  }
+  if (moderate) {
+    fill(std::true_type{});
+  } else {
+    fill(std::false_type{});
   }
 }
 
@@ -244,6 +259,28 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 GatherDot(
   return kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
 }
 
+// Channels-last, one point: channels [c, c + 8 kV) of the sum over its `nt`
+// in-range taps (row pointers, weights, and the parity of each tap's index,
+// which picks its accumulator). The accumulators stay in registers.
+template <int kV, int kTaps>
+__attribute__((target("avx2,fma"), always_inline)) inline void ChannelBlock(
+    const float* const* rows, const float* wts, const int* parity, int nt, int64_t c,
+    float* dst) {
+  __m256 acc[2][kV];
+  for (int u = 0; u < kV; ++u) acc[0][u] = acc[1][u] = _mm256_setzero_ps();
+  for (int t = 0; t < nt; ++t) {
+    const __m256 w = _mm256_set1_ps(wts[t]);
+    __m256* a = acc[parity[t]];
+    for (int u = 0; u < kV; ++u) {
+      a[u] = _mm256_fmadd_ps(w, _mm256_loadu_ps(rows[t] + c + 8 * u), a[u]);
+    }
+  }
+  for (int u = 0; u < kV; ++u) {
+    _mm256_storeu_ps(dst + c + 8 * u,
+                     kTaps == 1 ? acc[0][u] : _mm256_add_ps(acc[0][u], acc[1][u]));
+  }
+}
+
 // Forward of points [p_begin, p_end) of batch element n, float32.
 template <int K, int kInterp, bool kChannelsLast>
 __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
@@ -329,28 +366,43 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
       }
     } else {
       const float* src_n = input + n * plane * channels;
-      constexpr int64_t kCBlock = 128;
       // Same sums as the channels-first path (bitwise): even taps into one
       // accumulator, odd taps into another, fused multiply-adds, then added.
-      alignas(32) float acc[2][kCBlock];
+      // Accumulators stay in registers: 32 channels (4 vectors) at a time.
+      const int64_t c32 = channels & ~int64_t{31};
+      const int64_t c8 = channels & ~int64_t{7};
+      // The rows of a point are random reads: prefetch those of the point
+      // kAhead places later (the first 256 bytes of each).
+      constexpr int kAhead = 8;
+      const int64_t prefetch_bytes = std::min<int64_t>(256, channels * 4);
       for (int b = 0; b < cnt; ++b) {
-        float* dst = output + (n * points + p0 + b) * channels;
-        for (int64_t c0 = 0; c0 < channels; c0 += kCBlock) {
-          const int64_t cn = std::min(kCBlock, channels - c0);
-          for (int64_t c = 0; c < cn; ++c) acc[0][c] = acc[1][c] = 0.f;
+        if (b + kAhead < cnt) {
           for (int t = 0; t < kTaps; ++t) {
-            const int32_t o = st->off[t][b];
+            const int32_t o = st->off[t][b + kAhead];
             if (o < 0) continue;
-            const float wt = st->w[t][b];
-            const float* row = src_n + static_cast<int64_t>(o) * channels + c0;
-            float* a = acc[t & 1];
-            for (int64_t c = 0; c < cn; ++c) a[c] = std::fma(wt, row[c], a[c]);
+            const char* r = reinterpret_cast<const char*>(src_n + static_cast<int64_t>(o) * channels);
+            for (int64_t k = 0; k < prefetch_bytes; k += 64) _mm_prefetch(r + k, _MM_HINT_T0);
           }
-          if (kTaps == 1) {
-            for (int64_t c = 0; c < cn; ++c) dst[c0 + c] = acc[0][c];
-          } else {
-            for (int64_t c = 0; c < cn; ++c) dst[c0 + c] = acc[0][c] + acc[1][c];
-          }
+        }
+        float* dst = output + (n * points + p0 + b) * channels;
+        const float* rows[kTaps];
+        float wts[kTaps];
+        int parity[kTaps];
+        int nt = 0;
+        for (int t = 0; t < kTaps; ++t) {
+          const int32_t o = st->off[t][b];
+          if (o < 0) continue;
+          rows[nt] = src_n + static_cast<int64_t>(o) * channels;
+          wts[nt] = st->w[t][b];
+          parity[nt++] = t & 1;
+        }
+        int64_t c = 0;
+        for (; c < c32; c += 32) ChannelBlock<4, kTaps>(rows, wts, parity, nt, c, dst);
+        for (; c < c8; c += 8) ChannelBlock<1, kTaps>(rows, wts, parity, nt, c, dst);
+        for (; c < channels; ++c) {
+          float a[2] = {0.f, 0.f};
+          for (int t = 0; t < nt; ++t) a[parity[t]] = std::fma(wts[t], rows[t][c], a[parity[t]]);
+          dst[c] = kTaps == 1 ? a[0] : a[0] + a[1];
         }
       }
     }

@@ -1,20 +1,24 @@
 // XLA FFI CPU handler: grid_sample backward (grad_input and/or grad_grid).
 //
-// Deterministic regardless of the number of threads: no atomics on floats.
-// The work is split into tasks (batch element n, channel block, point range g)
-// whose number depends on shapes only. A task owns the grad_input region
-// (n, channel block) of accumulation buffer g and scans its points in order;
-// the buffers of the point ranges are then summed in the fixed order g = 0, 1,
-// ... The grid gradient of a point is a sum over the channels of a block, in
-// channel order; block partials are summed in block order.
+// Deterministic regardless of the number of threads: no atomics on floats,
+// and a work split that depends on shapes only. A task is (batch element n,
+// channel block, band), where a band is a range of the last spatial axis (y
+// in 2D, z in 3D). The task owns that region of grad_input for its channels
+// and visits, in point order, the points with a tap in it, applying only the
+// taps inside. So each grad_input element is accumulated by one task, in
+// point order, with no extra buffers or reductions. A point whose taps
+// straddle two bands gets one grid-gradient partial from each, added in band
+// order; the partials of channel blocks are added in block order.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <vector>
 
+#include "backward_bands.h"
 #include "grid_sample_cpu.h"
 #include "parallel.h"
+#include "tap_row.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_cpu {
@@ -23,26 +27,28 @@ namespace {
 struct BackwardPlan {
   int64_t cblock = 1;   // channels per block
   int64_t nblocks = 1;  // channel blocks
-  int64_t ranges = 1;   // point ranges (accumulation buffers)
+  int64_t bands = 1;    // bands of the last spatial axis
 };
 
-// Shape-only plan: aim for ~8 tasks so both small-N/large-output and
-// large-N cases keep all threads busy, without many extra buffers.
-inline BackwardPlan PlanBackward(const Geometry& g, size_t compute_bytes, bool direct) {
+// Shape-only plan: aim for ~8 tasks so that both small-N/large-output and
+// large-N cases keep all threads busy. Bands come before channel blocks:
+// every channel block recomputes the taps of all its points, while bands
+// split the points (only those straddling two bands are done twice). Bands
+// are at least one tap span (taps_per_axis) tall, so a point's taps fall in
+// at most two of them.
+inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis) {
   constexpr int64_t kTargetTasks = 8;
+  constexpr int64_t kMaxBands = 8;
   BackwardPlan p;
   const int64_t n = std::max<int64_t>(1, g.n);
+  const int64_t max_bands =
+      std::clamp<int64_t>(BandAxisSize(g) / taps_per_axis, 1, kMaxBands);
+  p.bands = std::clamp<int64_t>(CeilDiv(kTargetTasks, n), 1, max_bands);
+  p.bands = std::min<int64_t>(p.bands, std::max<int64_t>(1, g.points / 1024));
   const int64_t max_blocks = std::max<int64_t>(1, CeilDiv(g.c, 8));  // >= 8 channels a block
-  p.nblocks = std::clamp<int64_t>(CeilDiv(kTargetTasks, n), 1, max_blocks);
+  p.nblocks = std::clamp<int64_t>(CeilDiv(kTargetTasks, n * p.bands), 1, max_blocks);
   p.cblock = std::max<int64_t>(1, CeilDiv(g.c, p.nblocks));
   p.nblocks = std::max<int64_t>(1, CeilDiv(g.c, p.cblock));
-  p.ranges = std::clamp<int64_t>(CeilDiv(kTargetTasks, n * p.nblocks), 1, 4);
-  p.ranges = std::min<int64_t>(p.ranges, std::max<int64_t>(1, g.points / 1024));
-  // Bound the extra accumulation memory to 2 GiB.
-  const int64_t buf_bytes = g.n * g.c * g.plane * static_cast<int64_t>(compute_bytes);
-  while (p.ranges > 1 && (p.ranges - (direct ? 1 : 0)) * buf_bytes > (int64_t{1} << 31)) {
-    --p.ranges;
-  }
   return p;
 }
 
@@ -57,6 +63,9 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   constexpr int kTaps = TB::kTaps;
   constexpr int64_t kBlock = TB::kBlock;
   constexpr bool kHasGridGrad = kInterp != gs::kNearest;
+  constexpr int kT1 = TB::kT1;
+  // The row form of full points (channels first, storage = compute type).
+  constexpr bool kRows = !kChannelsLast && std::is_same_v<S, T>;
   const int64_t n_batch = g.n, channels = g.c, points = g.points, plane = g.plane;
   const bool need_gi = grad_input != nullptr;
   const bool need_gg = grad_grid != nullptr && kHasGridGrad;
@@ -67,22 +76,37 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   }
   if (n_batch == 0) return;
 
-  // Accumulates channels [c_begin, c_end) of points [p_begin, p_end) of batch
-  // element n: scatter into gi_buf (if given) and grid-gradient sums into
-  // gg_dst (if given; stride K per point, already offset to point p_begin).
-  auto process = [&](int64_t n, int64_t c_begin, int64_t c_end, int64_t p_begin,
-                     int64_t p_end, T* gi_buf, bool want_grid, auto&& write_grid) {
+  // Accumulates channels [c_begin, c_end) of `count` points of batch element
+  // n -- list[j] if `list` is given, else p_begin + j -- using only the taps
+  // whose last-axis index is in [band_lo, band_hi): scatter into gi_buf (if
+  // given) and grid-gradient sums handed to write_grid(p, axis, value).
+  auto process = [&](int64_t n, int64_t c_begin, int64_t c_end, const int64_t* list,
+                     int64_t p_begin, int64_t count, int64_t band_lo, int64_t band_hi,
+                     T* gi_buf, bool want_grid, auto&& write_grid) {
     auto tb = NewTapBlock<TB>();
     const bool grad = want_grid && need_gg;
-    T gacc[kBlock][K];
+    std::unique_ptr<int64_t[]> pidx(new int64_t[kBlock]);
+    std::unique_ptr<S[]> coords(list != nullptr ? new S[kBlock * K] : nullptr);
+    std::unique_ptr<T[]> gacc(grad ? new T[kBlock * K] : nullptr);
+    // Per-tap channel sums of the row form (see below).
+    std::unique_ptr<T[]> acc(kRows && grad ? new T[kBlock * kTaps] : nullptr);
     std::vector<T> gvec(kChannelsLast ? std::max<int64_t>(1, c_end - c_begin) : 1);
-    for (int64_t p0 = p_begin; p0 < p_end; p0 += kBlock) {
-      const int64_t cnt = std::min(kBlock, p_end - p0);
-      FillTaps<Fmt, K, kInterp>(grid + (n * points + p0) * K, cnt, g, grad, tb.get());
-      if (grad) {
-        for (int64_t b = 0; b < cnt; ++b)
-          for (int a = 0; a < K; ++a) gacc[b][a] = T(0);
+    const S* grid_n = grid + n * points * K;
+    for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+      const int64_t cnt = std::min(kBlock, count - j0);
+      const S* block_grid;
+      if (list != nullptr) {
+        for (int64_t b = 0; b < cnt; ++b) {
+          pidx[b] = list[j0 + b];
+          for (int a = 0; a < K; ++a) coords[b * K + a] = grid_n[pidx[b] * K + a];
+        }
+        block_grid = coords.get();
+      } else {
+        for (int64_t b = 0; b < cnt; ++b) pidx[b] = p_begin + j0 + b;
+        block_grid = grid_n + (p_begin + j0) * K;
       }
+      FillTaps<Fmt, K, kInterp>(block_grid, cnt, g, grad, tb.get(), band_lo, band_hi);
+      if (grad) std::fill(gacc.get(), gacc.get() + cnt * K, T(0));
       if (!kChannelsLast) {
         // One point's taps for one channel.
         auto point = [&](int b, int nt, T gv, const S* src, T* gi) {
@@ -91,36 +115,108 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
             if (gi != nullptr) gi[off] += tb->w[b][t] * gv;
             if (grad) {
               const T prod = gv * Fmt::Load(src[off]);
-              for (int a = 0; a < K; ++a) gacc[b][a] += prod * tb->gw[b][a][t];
+              for (int a = 0; a < K; ++a) gacc[b * K + a] += prod * tb->gw[b][a][t];
             }
           }
         };
         // Points with every tap in range: channel-outer.
-        for (int64_t c = c_begin; c < c_end; ++c) {
-          const S* go = grad_out + (n * channels + c) * points + p0;
-          const S* src = input + (n * channels + c) * plane;
-          T* gi = gi_buf != nullptr ? gi_buf + (n * channels + c) * plane : nullptr;
-          for (int i = 0; i < tb->n_full; ++i) {
-            const int b = tb->full[i];
-            point(b, kTaps, Fmt::Load(go[b]), src, gi);
+        if constexpr (kRows) {
+          // Row form: each x-run of kT1 taps is read and updated as one
+          // TapRow (bilinear: two rows as one TapRowPair). The grid gradient
+          // is kept as per-tap sums over channels, A[t] = sum_c gv * input[t],
+          // and folded with the weight derivatives once per point below.
+          using Row = TapRow<T, kT1>;
+          if (grad) std::fill(acc.get(), acc.get() + cnt * kTaps, T(0));
+          // Which of the two results this task computes, as constants.
+          auto rows = [&](auto with_gi, auto with_grad) {
+            for (int64_t c = c_begin; c < c_end; ++c) {
+              const S* go = grad_out + (n * channels + c) * points;
+              const S* src = input + (n * channels + c) * plane;
+              T* gi = with_gi ? gi_buf + (n * channels + c) * plane : nullptr;
+              for (int i = 0; i < tb->n_full; ++i) {
+                const int b = tb->full[i];
+                const T gv = go[pidx[b]];
+                if constexpr (kT1 == 2) {
+                  using Pair = TapRowPair<T>;
+                  for (int r = 0; r < kTaps; r += 4) {
+                    const int64_t off0 = tb->off[b][r], off1 = tb->off[b][r + 2];
+                    if constexpr (decltype(with_gi)::value) {
+                      Pair v = Pair::Load(gi + off0, gi + off1);
+                      v.AddScaled(gv, Pair::Load(&tb->w[b][r]));
+                      v.Store(gi + off0, gi + off1);
+                    }
+                    if constexpr (decltype(with_grad)::value) {
+                      T* a = acc.get() + b * kTaps + r;
+                      Pair sum = Pair::Load(a);
+                      sum.AddScaled(gv, Pair::Load(src + off0, src + off1));
+                      sum.Store(a);
+                    }
+                  }
+                } else {
+                  for (int r = 0; r < kTaps; r += kT1) {
+                    const int64_t off = tb->off[b][r];
+                    if constexpr (decltype(with_gi)::value) {
+                      Row v = Row::Load(gi + off);
+                      v.AddScaled(gv, Row::Load(&tb->w[b][r]));
+                      v.Store(gi + off);
+                    }
+                    if constexpr (decltype(with_grad)::value) {
+                      T* a = acc.get() + b * kTaps + r;
+                      Row sum = Row::Load(a);
+                      sum.AddScaled(gv, Row::Load(src + off));
+                      sum.Store(a);
+                    }
+                  }
+                }
+              }
+            }
+          };
+          if (gi_buf != nullptr && grad) {
+            rows(std::true_type{}, std::true_type{});
+          } else if (gi_buf != nullptr) {
+            rows(std::true_type{}, std::false_type{});
+          } else if (grad) {
+            rows(std::false_type{}, std::true_type{});
           }
-        }
-        // The others: point-outer, so the tap count is fixed over the channel loop.
-        for (int i = 0; i < tb->n_part; ++i) {
-          const int b = tb->part[i];
-          const int nt = tb->ntaps[b];
-          if (nt == 0) continue;
+          if (grad) {
+            for (int i = 0; i < tb->n_full; ++i) {
+              const int b = tb->full[i];
+              const T* a = acc.get() + b * kTaps;
+              for (int ax = 0; ax < K; ++ax) {
+                T sum = T(0);
+                for (int t = 0; t < kTaps; ++t) sum += tb->gw[b][ax][t] * a[t];
+                gacc[b * K + ax] += sum;
+              }
+            }
+          }
+        } else {
           for (int64_t c = c_begin; c < c_end; ++c) {
-            const T gv = Fmt::Load(grad_out[(n * channels + c) * points + p0 + b]);
+            const S* go = grad_out + (n * channels + c) * points;
             const S* src = input + (n * channels + c) * plane;
             T* gi = gi_buf != nullptr ? gi_buf + (n * channels + c) * plane : nullptr;
-            point(b, nt, gv, src, gi);
+            for (int i = 0; i < tb->n_full; ++i) {
+              const int b = tb->full[i];
+              point(b, kTaps, Fmt::Load(go[pidx[b]]), src, gi);
+            }
+          }
+        }
+        // The others, channel-outer too, by tap count (the same trip count
+        // for consecutive points of the tap loop).
+        for (int64_t c = c_begin; c < c_end; ++c) {
+          const S* go = grad_out + (n * channels + c) * points;
+          const S* src = input + (n * channels + c) * plane;
+          T* gi = gi_buf != nullptr ? gi_buf + (n * channels + c) * plane : nullptr;
+          for (int nt = 1; nt <= kTaps; ++nt) {
+            for (int i = tb->part_begin[nt]; i < tb->part_begin[nt + 1]; ++i) {
+              const int b = tb->part[i];
+              point(b, nt, Fmt::Load(go[pidx[b]]), src, gi);
+            }
           }
         }
       } else {
         const int64_t cn = c_end - c_begin;
         for (int64_t b = 0; b < cnt; ++b) {
-          const S* go = grad_out + (n * points + p0 + b) * channels + c_begin;
+          const S* go = grad_out + (n * points + pidx[b]) * channels + c_begin;
           T* gvals = gvec.data();
           for (int64_t c = 0; c < cn; ++c) gvals[c] = Fmt::Load(go[c]);
           const int nt = tb->ntaps[b];
@@ -135,18 +231,19 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
               const S* src = input + (n * plane + off) * channels + c_begin;
               T dot = T(0);
               for (int64_t c = 0; c < cn; ++c) dot += gvals[c] * Fmt::Load(src[c]);
-              for (int a = 0; a < K; ++a) gacc[b][a] += dot * tb->gw[b][a][t];
+              for (int a = 0; a < K; ++a) gacc[b * K + a] += dot * tb->gw[b][a][t];
             }
           }
         }
       }
       if (grad) {
         for (int64_t b = 0; b < cnt; ++b)
-          for (int a = 0; a < K; ++a) write_grid(p0 + b, a, gacc[b][a] * tb->dmult[b][a]);
+          for (int a = 0; a < K; ++a) write_grid(pidx[b], a, gacc[b * K + a] * tb->dmult[b][a]);
       }
     }
   };
 
+  const int64_t band_axis = BandAxisSize(g);
   if (!need_gi) {
     if (!need_gg) return;
     // Grid gradient only: chunks of points, all channels.
@@ -159,85 +256,99 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       auto write = [&](int64_t p, int a, T v) {
         grad_grid[(n * points + p) * K + a] = Fmt::Store(v);
       };
-      process(n, 0, channels, p_begin, p_end, nullptr, true, write);
+      process(n, 0, channels, nullptr, p_begin, p_end - p_begin, 0, band_axis, nullptr, true,
+              write);
     });
     return;
   }
 
-  constexpr bool kDirect = std::is_same_v<S, T>;  // accumulate into grad_input itself
-  const BackwardPlan plan = PlanBackward(g, sizeof(T), kDirect);
-  const int64_t gi_size = n_batch * channels * plane;
-  const int64_t ranges = plan.ranges;
-  const int64_t pts_per_range = CeilDiv(points, ranges);
-  // Accumulation buffers, one per point range.
-  std::vector<std::unique_ptr<T[]>> owned;
-  std::vector<T*> bufs(ranges);
-  for (int64_t r = 0; r < ranges; ++r) {
-    if (r == 0 && kDirect) {
-      bufs[r] = reinterpret_cast<T*>(grad_input);
-    } else {
-      owned.emplace_back(new T[std::max<int64_t>(1, gi_size)]);
-      bufs[r] = owned.back().get();
-    }
-  }
-  // Grid gradient partials per channel block (unless there is one block).
-  std::unique_ptr<T[]> gpart;
-  if (need_gg && plan.nblocks > 1) gpart.reset(new T[plan.nblocks * std::max<int64_t>(1, grid_size)]);
+  const BackwardPlan plan = PlanBackward(g, kT1);
+  const int64_t bands = plan.bands;
+  BandLists lists;
+  if (bands > 1) BuildBandLists<Fmt, K, kInterp>(pool, g, grid, bands, &lists);
 
-  const int64_t tasks = n_batch * plan.nblocks * ranges;
-  ParallelFor(pool, tasks, [&](int64_t task) {
-    const int64_t r = task % ranges;
-    const int64_t blk = (task / ranges) % plan.nblocks;
-    const int64_t n = task / (ranges * plan.nblocks);
+  // grad_input is accumulated in place, or in a compute-type buffer for the
+  // half types (converted at the end).
+  constexpr bool kDirect = std::is_same_v<S, T>;
+  const int64_t gi_size = n_batch * channels * plane;
+  std::unique_ptr<T[]> owned(kDirect ? nullptr : new T[std::max<int64_t>(1, gi_size)]);
+  T* gi_acc = kDirect ? reinterpret_cast<T*>(grad_input) : owned.get();
+  // Grid-gradient partials per (channel block, band slot) unless there is
+  // one block and one band: slot 0 for a point's first band, 1 for its second.
+  const int64_t slots = bands > 1 ? 2 : 1;
+  const bool split_grid = need_gg && (plan.nblocks > 1 || bands > 1);
+  std::unique_ptr<T[]> gpart(
+      split_grid ? new T[plan.nblocks * slots * std::max<int64_t>(1, grid_size)] : nullptr);
+
+  const int64_t spatial_per_band_row = K == 2 ? g.w : g.h * g.w;
+  ParallelFor(pool, n_batch * plan.nblocks * bands, [&](int64_t task) {
+    const int64_t band = task % bands;
+    const int64_t blk = (task / bands) % plan.nblocks;
+    const int64_t n = task / (bands * plan.nblocks);
     const int64_t c_begin = blk * plan.cblock;
     const int64_t c_end = std::min(channels, c_begin + plan.cblock);
-    T* buf = bufs[r];
-    // Zero the owned region of this buffer.
+    const int64_t band_lo = BandStart(band, bands, band_axis);
+    const int64_t band_hi = BandStart(band + 1, bands, band_axis);
+    // Zero the owned region.
+    const int64_t s_begin = band_lo * spatial_per_band_row;
+    const int64_t s_end = band_hi * spatial_per_band_row;
     if (!kChannelsLast) {
-      std::fill(buf + (n * channels + c_begin) * plane, buf + (n * channels + c_end) * plane,
-                T(0));
+      for (int64_t c = c_begin; c < c_end; ++c) {
+        T* row = gi_acc + (n * channels + c) * plane;
+        std::fill(row + s_begin, row + s_end, T(0));
+      }
     } else {
-      for (int64_t s = 0; s < plane; ++s) {
-        T* row = buf + (n * plane + s) * channels;
+      for (int64_t s = s_begin; s < s_end; ++s) {
+        T* row = gi_acc + (n * plane + s) * channels;
         std::fill(row + c_begin, row + c_end, T(0));
       }
     }
-    const int64_t p_begin = std::min(points, r * pts_per_range);
-    const int64_t p_end = std::min(points, p_begin + pts_per_range);
+    const int64_t* list = nullptr;
+    int64_t count = points;
+    if (bands > 1) {
+      list = lists.points.data() + lists.begin[n * bands + band];
+      count = lists.begin[n * bands + band + 1] - lists.begin[n * bands + band];
+    }
     if (!need_gg) {
-      process(n, c_begin, c_end, p_begin, p_end, buf, false, [](int64_t, int, T) {});
-    } else if (plan.nblocks == 1) {
+      process(n, c_begin, c_end, list, 0, count, band_lo, band_hi, gi_acc, false,
+              [](int64_t, int, T) {});
+    } else if (!split_grid) {
       auto write = [&](int64_t p, int a, T v) {
         grad_grid[(n * points + p) * K + a] = Fmt::Store(v);
       };
-      process(n, c_begin, c_end, p_begin, p_end, buf, true, write);
+      process(n, c_begin, c_end, list, 0, count, band_lo, band_hi, gi_acc, true, write);
     } else {
-      T* part = gpart.get() + blk * grid_size;
-      auto write = [&](int64_t p, int a, T v) { part[(n * points + p) * K + a] = v; };
-      process(n, c_begin, c_end, p_begin, p_end, buf, true, write);
+      auto write = [&](int64_t p, int a, T v) {
+        const int64_t q = n * points + p;
+        const int64_t slot = (bands > 1 && lists.first[q] != band) ? 1 : 0;
+        gpart[(blk * slots + slot) * grid_size + q * K + a] = v;
+      };
+      process(n, c_begin, c_end, list, 0, count, band_lo, band_hi, gi_acc, true, write);
     }
   });
 
-  // Fixed-order reductions, split into element ranges.
+  // Fixed-order finishing passes, split into element ranges.
   constexpr int64_t kReduceChunk = 1 << 16;
-  if (!kDirect || ranges > 1) {
+  if (!kDirect) {
     ParallelFor(pool, CeilDiv(gi_size, kReduceChunk), [&](int64_t chunk) {
       const int64_t i0 = chunk * kReduceChunk;
       const int64_t i1 = std::min(gi_size, i0 + kReduceChunk);
-      for (int64_t i = i0; i < i1; ++i) {
-        T sum = bufs[0][i];
-        for (int64_t r = 1; r < ranges; ++r) sum += bufs[r][i];
-        grad_input[i] = Fmt::Store(sum);
-      }
+      for (int64_t i = i0; i < i1; ++i) grad_input[i] = Fmt::Store(gi_acc[i]);
     });
   }
-  if (gpart) {
+  if (split_grid) {
     ParallelFor(pool, CeilDiv(grid_size, kReduceChunk), [&](int64_t chunk) {
       const int64_t i0 = chunk * kReduceChunk;
       const int64_t i1 = std::min(grid_size, i0 + kReduceChunk);
       for (int64_t i = i0; i < i1; ++i) {
-        T sum = gpart[i];
-        for (int64_t b = 1; b < plan.nblocks; ++b) sum += gpart[b * grid_size + i];
+        const int64_t q = i / K;
+        const bool straddles = bands > 1 && lists.first[q] != lists.last[q];
+        T sum = T(0);
+        for (int64_t b = 0; b < plan.nblocks; ++b) {
+          const T* part = gpart.get() + b * slots * grid_size;
+          const T block_sum = straddles ? part[i] + part[grid_size + i] : part[i];
+          sum = b == 0 ? block_sum : sum + block_sum;
+        }
         grad_grid[i] = Fmt::Store(sum);
       }
     });

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -61,20 +62,30 @@ inline size_t OutputDims(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid
 // product of the axes' taps, out-of-range ones left out, order kept) as
 // offsets into one input plane, their weights, and for the grid gradient the
 // per-axis weight derivatives and the per-axis coordinate chain factor.
-// Points whose taps are all in range are listed in `full`, the others in
-// `part`, so that the channel loops need no per-tap branch.
+// Points whose taps are all in range, with each run of kT1 taps along x
+// contiguous in memory, are listed in `full`, the others in `part` (by tap
+// count), so that the channel loops need no per-tap branch. Blocks are large
+// because channel loops visit a whole input plane once per block.
 template <typename T, int K, int kInterp>
 struct TapBlock {
   static constexpr int kT1 = gs::TapsPerAxis(kInterp);
   static constexpr int kTaps = K == 2 ? kT1 * kT1 : kT1 * kT1 * kT1;
-  static constexpr int kBlock = std::max(16, 2048 / kTaps);
+  static constexpr int kBlock = std::clamp(8192 / kTaps, 16, 2048);
+  // Pass 1 of FillTaps, per axis a, tap i, point b: index (-1: out of
+  // range), weight, its derivative, and the coordinate chain factor.
+  int64_t aidx[K][kT1][kBlock];
+  T aw[K][kT1][kBlock];
+  T adw[K][kT1][kBlock];
+  T adm[K][kBlock];
+  // Pass 2, per point b and tap t (in-range taps first for `part` points).
   int64_t off[kBlock][kTaps];
   T w[kBlock][kTaps];
   T gw[kBlock][K][kTaps];  // d(weight)/d(padded coordinate of axis a)
   T dmult[kBlock][K];      // d(padded coordinate)/d(normalized coordinate)
   int ntaps[kBlock];       // in-range taps of each point
-  int full[kBlock];        // points with all kTaps taps in range
-  int part[kBlock];        // the other points
+  int full[kBlock];        // points with all kTaps taps in range, x-runs contiguous
+  int part[kBlock];        // the other points, by increasing tap count
+  int part_begin[kTaps + 2];  // part[part_begin[n] .. part_begin[n + 1]): n taps
   int n_full, n_part;
 };
 
@@ -83,71 +94,177 @@ std::unique_ptr<TB> NewTapBlock() {
   return std::unique_ptr<TB>(new TB);  // default-initialized: no zeroing
 }
 
-// Fills `tb` for `count` points whose coordinates start at `grid` (k values
-// per point, x first).
-template <typename Fmt, int K, int kInterp>
-inline void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
-                     bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb) {
+// Pass 1 of FillTaps: the taps of one axis for `count` points (coordinate
+// stride K), stored axis-major so that the loop vectorizes across points.
+// I is the index type of the math (int32 when the axis size allows it, which
+// vectorizes); indices are stored as int64. kModerate: see IsModerate.
+template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign, bool kModerate,
+          typename I, typename TB>
+void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count, int64_t size, int axis,
+                 TB* tb) {
+  using T = typename Fmt::Compute;
+  constexpr int kT1 = TB::kT1;
+  int64_t (*idx)[TB::kBlock] = tb->aidx[axis];
+  T (*w)[TB::kBlock] = tb->aw[axis];
+  T (*dw)[TB::kBlock] = tb->adw[axis];
+  T* dmult = tb->adm[axis];
+  for (int64_t b = 0; b < count; ++b) {
+    gs::AxisTaps<T, kT1, I> t;
+    gs::ComputeAxisTaps<kInterp, T, I, kModerate>(Fmt::Load(coord[b * K]), size, kPad, kAlign,
+                                                  &t);
+    for (int i = 0; i < kT1; ++i) {
+      idx[i][b] = t.idx[i];
+      w[i][b] = t.w[i];
+      dw[i][b] = t.dw[i];
+    }
+    dmult[b] = t.dmult;
+  }
+}
+
+// Pass 1 for axis `axis` (0 = x) of size `size`: picks the index type and,
+// for reflection, whether the block's coordinates are all moderate.
+template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign, typename TB>
+void AxisTaps(const typename Fmt::Storage* grid, int64_t count, int64_t size, int axis, TB* tb) {
+  const typename Fmt::Storage* coord = grid + axis;
+  bool moderate = true;
+  if constexpr (kPad == gs::kReflection) {
+    for (int64_t b = 0; b < count; ++b) moderate &= gs::IsModerate(Fmt::Load(coord[b * K]), size);
+  }
+  const bool narrow = size <= std::numeric_limits<int32_t>::max();
+  if (narrow && moderate) {
+    AxisTapsSoa<Fmt, K, kInterp, kPad, kAlign, true, int32_t>(coord, count, size, axis, tb);
+  } else if (narrow) {
+    AxisTapsSoa<Fmt, K, kInterp, kPad, kAlign, false, int32_t>(coord, count, size, axis, tb);
+  } else {
+    AxisTapsSoa<Fmt, K, kInterp, kPad, kAlign, false, int64_t>(coord, count, size, axis, tb);
+  }
+}
+
+// FillTaps with g.padding and g.align_corners as the constants kPad, kAlign.
+template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign>
+void FillTapsFor(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
+                 bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb,
+                 int64_t band_lo, int64_t band_hi) {
   using T = typename Fmt::Compute;
   using TB = TapBlock<T, K, kInterp>;
   constexpr int kT1 = TB::kT1;
   constexpr int kTaps = TB::kTaps;
-  using Axis = gs::AxisTaps<T, kT1>;
-  int n_full = 0, n_part = 0;
-  for (int64_t b = 0; b < count; ++b) {
-    const typename Fmt::Storage* pt = grid + b * K;
-    Axis ax, ay, az;
-    gs::ComputeAxisTaps<kInterp, T>(Fmt::Load(pt[0]), g.w, g.padding, g.align_corners, &ax);
-    gs::ComputeAxisTaps<kInterp, T>(Fmt::Load(pt[1]), g.h, g.padding, g.align_corners, &ay);
-    if (K == 3) {
-      gs::ComputeAxisTaps<kInterp, T>(Fmt::Load(pt[2]), g.d, g.padding, g.align_corners, &az);
-    } else {
-      az.idx[0] = 0;
-      az.w[0] = T(1);
-      az.dw[0] = T(0);
-      az.dmult = T(0);
+  // Pass 1: per axis, vectorized.
+  AxisTaps<Fmt, K, kInterp, kPad, kAlign>(grid, count, g.w, 0, tb);
+  AxisTaps<Fmt, K, kInterp, kPad, kAlign>(grid, count, g.h, 1, tb);
+  if constexpr (K == 3) AxisTaps<Fmt, K, kInterp, kPad, kAlign>(grid, count, g.d, 2, tb);
+  // The band restriction on the last axis.
+  for (int i = 0; i < kT1; ++i) {
+    int64_t* last = tb->aidx[K - 1][i];
+    for (int64_t b = 0; b < count; ++b) {
+      const bool in_band = (last[b] >= band_lo) & (last[b] < band_hi);
+      last[b] = in_band ? last[b] : -1;
     }
-    constexpr int kTz = K == 3 ? kT1 : 1;
-    int n = 0;  // compacted position: written unconditionally, advanced if valid
+  }
+  // Pass 2: per point, the tensor product of the axes' taps, in tap order;
+  // out-of-range taps get offset -1.
+  constexpr int kTz = K == 3 ? kT1 : 1;
+  const int64_t h = g.h, w = g.w;
+  for (int64_t b = 0; b < count; ++b) {
     for (int l = 0; l < kTz; ++l) {
       for (int j = 0; j < kT1; ++j) {
         for (int i = 0; i < kT1; ++i) {
-          const bool valid = (ax.idx[i] >= 0) & (ay.idx[j] >= 0) & (az.idx[l] >= 0);
-          const int slot = n;  // < kTaps: at most the taps before this one were valid
-          tb->off[b][slot] = (az.idx[l] * g.h + ay.idx[j]) * g.w + ax.idx[i];
-          if (K == 3) {
-            tb->w[b][slot] = ax.w[i] * ay.w[j] * az.w[l];
-          } else {
-            tb->w[b][slot] = ax.w[i] * ay.w[j];
-          }
+          const int t = (l * kT1 + j) * kT1 + i;
+          const int64_t ix = tb->aidx[0][i][b], iy = tb->aidx[1][j][b];
+          const int64_t iz = K == 3 ? tb->aidx[K - 1][l][b] : int64_t{0};
+          const T wx = tb->aw[0][i][b], wy = tb->aw[1][j][b];
+          const T wz = K == 3 ? tb->aw[K - 1][l][b] : T(1);
+          const bool valid = (ix >= 0) & (iy >= 0) & (iz >= 0);
+          tb->off[b][t] = valid ? (iz * h + iy) * w + ix : int64_t{-1};
+          tb->w[b][t] = K == 3 ? wx * wy * wz : wx * wy;
           if (need_grad) {
             if (K == 3) {
-              tb->gw[b][0][slot] = ax.dw[i] * ay.w[j] * az.w[l];
-              tb->gw[b][1][slot] = ax.w[i] * ay.dw[j] * az.w[l];
-              tb->gw[b][K - 1][slot] = ax.w[i] * ay.w[j] * az.dw[l];
+              tb->gw[b][0][t] = tb->adw[0][i][b] * wy * wz;
+              tb->gw[b][1][t] = wx * tb->adw[1][j][b] * wz;
+              tb->gw[b][K - 1][t] = wx * wy * tb->adw[K - 1][l][b];
             } else {
-              tb->gw[b][0][slot] = ax.dw[i] * ay.w[j];
-              tb->gw[b][1][slot] = ax.w[i] * ay.dw[j];
+              tb->gw[b][0][t] = tb->adw[0][i][b] * wy;
+              tb->gw[b][1][t] = wx * tb->adw[1][j][b];
             }
           }
-          n += valid ? 1 : 0;
         }
       }
     }
-    tb->ntaps[b] = n;
-    if (n == kTaps) {
-      tb->full[n_full++] = static_cast<int>(b);
-    } else {
-      tb->part[n_part++] = static_cast<int>(b);
-    }
     if (need_grad) {
-      tb->dmult[b][0] = ax.dmult;
-      tb->dmult[b][1] = ay.dmult;
-      if (K == 3) tb->dmult[b][K - 1] = az.dmult;
+      for (int a = 0; a < K; ++a) tb->dmult[b][a] = tb->adm[a][b];
     }
+  }
+  // Full: every tap in range and each x-run of kT1 taps contiguous in memory
+  // (bicubic border / reflection taps may repeat near the edges). The others
+  // get their in-range taps moved to the front, order kept.
+  int n_full = 0, n_part = 0;
+  for (int64_t b = 0; b < count; ++b) {
+    bool full = true;
+    for (int r = 0; r < kTaps; r += kT1) {
+      full &= tb->off[b][r] >= 0;
+      for (int i = 1; i < kT1; ++i) full &= tb->off[b][r + i] == tb->off[b][r] + i;
+    }
+    if (full) {
+      tb->ntaps[b] = kTaps;
+      tb->full[n_full++] = static_cast<int>(b);
+      continue;
+    }
+    tb->part[n_part++] = static_cast<int>(b);
+    int n = 0;
+    for (int t = 0; t < kTaps; ++t) {
+      if (tb->off[b][t] < 0) continue;
+      tb->off[b][n] = tb->off[b][t];
+      tb->w[b][n] = tb->w[b][t];
+      if (need_grad) {
+        for (int a = 0; a < K; ++a) tb->gw[b][a][n] = tb->gw[b][a][t];
+      }
+      ++n;
+    }
+    tb->ntaps[b] = n;
   }
   tb->n_full = n_full;
   tb->n_part = n_part;
+  // Stable counting sort of `part` by tap count, so that consumers can loop
+  // over points with the same (predictable) number of taps.
+  int start[kTaps + 2] = {};
+  for (int i = 0; i < n_part; ++i) ++start[tb->ntaps[tb->part[i]] + 1];
+  for (int n = 0; n <= kTaps; ++n) start[n + 1] += start[n];
+  for (int n = 0; n <= kTaps + 1; ++n) tb->part_begin[n] = start[n];
+  int sorted[TB::kBlock];
+  for (int i = 0; i < n_part; ++i) sorted[start[tb->ntaps[tb->part[i]]]++] = tb->part[i];
+  std::copy(sorted, sorted + n_part, tb->part);
+}
+
+// Fills `tb` for `count` (<= kBlock) points whose coordinates start at
+// `grid` (k values per point, x first). Taps whose index along the last axis
+// (y in 2D, z in 3D) is outside [band_lo, band_hi) count as out of range:
+// the backward uses this to keep a task within the grad_input band it owns.
+// Calls f(kPad, kAlign) with g.padding and g.align_corners as
+// std::integral_constant values (the per-point loops are compiled per pair).
+template <typename F>
+void DispatchPadding(const Geometry& g, F&& f) {
+  auto with_align = [&](auto pad) {
+    if (g.align_corners) {
+      f(pad, std::true_type{});
+    } else {
+      f(pad, std::false_type{});
+    }
+  };
+  switch (g.padding) {
+    case gs::kZeros: return with_align(std::integral_constant<int64_t, gs::kZeros>{});
+    case gs::kBorder: return with_align(std::integral_constant<int64_t, gs::kBorder>{});
+    default: return with_align(std::integral_constant<int64_t, gs::kReflection>{});
+  }
+}
+
+template <typename Fmt, int K, int kInterp>
+void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
+              bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb,
+              int64_t band_lo = 0, int64_t band_hi = std::numeric_limits<int64_t>::max()) {
+  DispatchPadding(g, [&](auto pad, auto align) {
+    FillTapsFor<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
+        grid, count, g, need_grad, tb, band_lo, band_hi);
+  });
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -155,7 +272,7 @@ inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Points per parallel chunk: about `target` units of work (taps x channels)
 // per chunk, a multiple of the block size. Depends on shapes only.
 inline int64_t PointsPerChunk(int64_t points, int64_t channels, int taps, int block,
-                              int64_t target = 65536) {
+                              int64_t target = 262144) {
   const int64_t per_point = std::max<int64_t>(1, channels) * taps;
   int64_t pts = CeilDiv(std::max<int64_t>(1, target / per_point), block) * block;
   const int64_t all = CeilDiv(std::max<int64_t>(points, 1), block) * block;

@@ -66,15 +66,18 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
             dst[b] = Fmt::Store(sum);
           }
         }
-        // The others: point-outer, so the tap count is fixed over the channel loop.
-        for (int i = 0; i < tb->n_part; ++i) {
-          const int b = tb->part[i];
-          const int nt = tb->ntaps[b];
-          for (int64_t c = 0; c < channels; ++c) {
-            const S* src = input + (n * channels + c) * plane;
-            T sum = T(0);
-            for (int t = 0; t < nt; ++t) sum += tb->w[b][t] * Fmt::Load(src[tb->off[b][t]]);
-            output[(n * channels + c) * points + p0 + b] = Fmt::Store(sum);
+        // The others, channel-outer too, by tap count (the same trip count
+        // for consecutive points of the tap loop).
+        for (int64_t c = 0; c < channels; ++c) {
+          const S* src = input + (n * channels + c) * plane;
+          S* dst = output + (n * channels + c) * points + p0;
+          for (int nt = 0; nt <= kTaps; ++nt) {
+            for (int i = tb->part_begin[nt]; i < tb->part_begin[nt + 1]; ++i) {
+              const int b = tb->part[i];
+              T sum = T(0);
+              for (int t = 0; t < nt; ++t) sum += tb->w[b][t] * Fmt::Load(src[tb->off[b][t]]);
+              dst[b] = Fmt::Store(sum);
+            }
           }
         }
       } else {
