@@ -12,12 +12,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "grid_sample_cpu.h"
 #include "parallel.h"
 
 namespace gs_cpu {
+
+// Most bands a backward call uses (BandLists stores band numbers as bytes).
+inline constexpr int kMaxBands = 8;
 
 // Size of the axis that bands split.
 inline int64_t BandAxisSize(const Geometry& g) { return g.k == 2 ? g.h : g.d; }
@@ -37,8 +41,9 @@ struct BandLists {
 };
 
 // Builds the lists from the taps of the last axis (computed by FillTaps'
-// own first pass, so both agree on every index). Requires 1 < bands <= 255 and bands each at least one tap span
-// tall, so that a point's taps fall in at most two bands.
+// own first pass, so both agree on every index). Requires
+// 1 < bands <= kMaxBands, each band at least one tap span tall, so that a
+// point's taps fall in at most two bands.
 template <typename Fmt, int K, int kInterp>
 void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
                     const typename Fmt::Storage* grid, int64_t bands, BandLists* out) {
@@ -55,13 +60,17 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
   // of the last axis come from FillTaps' vectorized first pass.
   using TB = TapBlock<T, K, kInterp>;
   std::vector<int64_t> counts(chunks * bands, 0);
-  std::vector<int64_t> starts(bands);
-  for (int64_t b = 0; b < bands; ++b) starts[b] = BandStart(b, bands, size);
+  // Band starts, padded to kMaxBands with "never" so that the per-point
+  // loops have a fixed trip count.
+  int64_t starts[kMaxBands];
+  for (int64_t b = 0; b < kMaxBands; ++b) {
+    starts[b] = b < bands ? BandStart(b, bands, size) : std::numeric_limits<int64_t>::max();
+  }
   ParallelFor(pool, chunks, [&](int64_t chunk) {
     const int64_t n = chunk / chunks_per_n;
     const int64_t p_begin = (chunk % chunks_per_n) * kChunk;
     const int64_t p_end = std::min(points, p_begin + kChunk);
-    int64_t* count = counts.data() + chunk * bands;
+    int64_t count[kMaxBands] = {};
     auto tb = NewTapBlock<TB>();
     for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
       const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
@@ -76,25 +85,22 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
         int64_t lo = size, hi = -1;
         for (int i = 0; i < kT1; ++i) {
           const int64_t idx = tb->aidx[K - 1][i][b];
-          lo = idx >= 0 && idx < lo ? idx : lo;
-          hi = idx > hi ? idx : hi;
+          lo = std::min(lo, idx >= 0 ? idx : size);
+          hi = std::max(hi, idx);
         }
         lo = hi < 0 ? 0 : lo;
         hi = hi < 0 ? 0 : hi;
         int bf = 0, bl = 0;  // the bands of lo and hi: the last start <= each
-        for (int64_t k = 1; k < bands; ++k) {
+        for (int k = 1; k < kMaxBands; ++k) {
           bf += lo >= starts[k] ? 1 : 0;
           bl += hi >= starts[k] ? 1 : 0;
         }
         first[b] = static_cast<uint8_t>(bf);
         last[b] = static_cast<uint8_t>(bl);
-      }
-      for (int64_t k = 0; k < bands; ++k) {
-        int64_t c = 0;
-        for (int64_t b = 0; b < cnt; ++b) c += (first[b] <= k) & (k <= last[b]) ? 1 : 0;
-        count[k] += c;
+        for (int k = 0; k < kMaxBands; ++k) count[k] += (bf <= k) & (k <= bl) ? 1 : 0;
       }
     }
+    std::copy(count, count + bands, counts.data() + chunk * bands);
   });
   // Offsets in (n, band, chunk) order.
   std::vector<int64_t> cursor(chunks * bands);

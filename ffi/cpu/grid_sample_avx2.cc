@@ -108,19 +108,10 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
     const float* coord = grid + a;
     const int64_t size = sizes[a];
     constexpr int kB = ST::kB;
-    if (g.align_corners) {
-      switch (g.padding) {
-        case gs::kZeros: AxisSoa<K, kInterp, gs::kZeros, true, kB>(coord, cnt, size, st->ax[a], st->aw[a]); break;
-        case gs::kBorder: AxisSoa<K, kInterp, gs::kBorder, true, kB>(coord, cnt, size, st->ax[a], st->aw[a]); break;
-        default: AxisSoa<K, kInterp, gs::kReflection, true, kB>(coord, cnt, size, st->ax[a], st->aw[a]); break;
-      }
-    } else {
-      switch (g.padding) {
-        case gs::kZeros: AxisSoa<K, kInterp, gs::kZeros, false, kB>(coord, cnt, size, st->ax[a], st->aw[a]); break;
-        case gs::kBorder: AxisSoa<K, kInterp, gs::kBorder, false, kB>(coord, cnt, size, st->ax[a], st->aw[a]); break;
-        default: AxisSoa<K, kInterp, gs::kReflection, false, kB>(coord, cnt, size, st->ax[a], st->aw[a]); break;
-      }
-    }
+    DispatchPadding(g, [&](auto pad, auto align) {
+      AxisSoa<K, kInterp, decltype(pad)::value, decltype(align)::value, kB>(
+          coord, cnt, size, st->ax[a], st->aw[a]);
+    });
   }
   const int32_t w32 = static_cast<int32_t>(g.w);
   const int32_t h32 = static_cast<int32_t>(g.h);
@@ -380,7 +371,8 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
           for (int t = 0; t < kTaps; ++t) {
             const int32_t o = st->off[t][b + kAhead];
             if (o < 0) continue;
-            const char* r = reinterpret_cast<const char*>(src_n + static_cast<int64_t>(o) * channels);
+            const char* r =
+                reinterpret_cast<const char*>(src_n + static_cast<int64_t>(o) * channels);
             for (int64_t k = 0; k < prefetch_bytes; k += 64) _mm_prefetch(r + k, _MM_HINT_T0);
           }
         }

@@ -38,7 +38,6 @@ struct BackwardPlan {
 // at most two of them.
 inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis) {
   constexpr int64_t kTargetTasks = 8;
-  constexpr int64_t kMaxBands = 8;
   BackwardPlan p;
   const int64_t n = std::max<int64_t>(1, g.n);
   const int64_t max_bands =
