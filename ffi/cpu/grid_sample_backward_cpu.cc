@@ -44,6 +44,8 @@ inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis) {
       std::clamp<int64_t>(BandAxisSize(g) / taps_per_axis, 1, kMaxBands);
   p.bands = std::clamp<int64_t>(CeilDiv(kTargetTasks, n), 1, max_bands);
   p.bands = std::min<int64_t>(p.bands, std::max<int64_t>(1, g.points / 1024));
+  // The band lists take about 10 bytes a point: keep them under 1 GiB.
+  if (g.n * g.points > (int64_t{1} << 30) / 10) p.bands = 1;
   const int64_t max_blocks = std::max<int64_t>(1, CeilDiv(g.c, 8));  // >= 8 channels a block
   p.nblocks = std::clamp<int64_t>(CeilDiv(kTargetTasks, n * p.bands), 1, max_blocks);
   p.cblock = std::max<int64_t>(1, CeilDiv(g.c, p.nblocks));
