@@ -129,55 +129,78 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           using Row = TapRow<T, kT1>;
           if (grad) std::fill(acc.get(), acc.get() + cnt * kTaps, T(0));
           // Which of the two results this task computes, as constants.
-          auto rows = [&](auto with_gi, auto with_grad) {
-            for (int64_t c = c_begin; c < c_end; ++c) {
-              const S* go = grad_out + (n * channels + c) * points;
-              const S* src = input + (n * channels + c) * plane;
-              T* gi = with_gi ? gi_buf + (n * channels + c) * plane : nullptr;
-              for (int i = 0; i < tb->n_full; ++i) {
-                const int b = tb->full[i];
-                const T gv = go[pidx[b]];
-                if constexpr (kT1 == 2) {
-                  using Pair = TapRowPair<T>;
-                  for (int r = 0; r < kTaps; r += 4) {
-                    const int64_t off0 = tb->off[b][r], off1 = tb->off[b][r + 2];
-                    if constexpr (decltype(with_gi)::value) {
-                      Pair v = Pair::Load(gi + off0, gi + off1);
-                      v.AddScaled(gv, Pair::Load(&tb->w[b][r]));
-                      v.Store(gi + off0, gi + off1);
-                    }
-                    if constexpr (decltype(with_grad)::value) {
-                      T* a = acc.get() + b * kTaps + r;
-                      Pair sum = Pair::Load(a);
-                      sum.AddScaled(gv, Pair::Load(src + off0, src + off1));
-                      sum.Store(a);
+          // Channels c0 .. c0 + kG - 1 (kG = 1 or 2: two channels share the
+          // loads of the point's tables and of its sums); which of the two
+          // results this task computes, as constants.
+          auto rows = [&](auto with_gi, auto with_grad, auto group, int64_t c0) {
+            constexpr int kG = decltype(group)::value;
+            const S* go[kG];
+            const S* src[kG];
+            T* gi[kG];
+            for (int k = 0; k < kG; ++k) {
+              go[k] = grad_out + (n * channels + c0 + k) * points;
+              src[k] = input + (n * channels + c0 + k) * plane;
+              gi[k] = with_gi ? gi_buf + (n * channels + c0 + k) * plane : nullptr;
+            }
+            for (int i = 0; i < tb->n_full; ++i) {
+              const int b = tb->full[i];
+              T gv[kG];
+              for (int k = 0; k < kG; ++k) gv[k] = go[k][pidx[b]];
+              if constexpr (kT1 == 2) {
+                using Pair = TapRowPair<T>;
+                for (int r = 0; r < kTaps; r += 4) {
+                  const int64_t off0 = tb->off[b][r], off1 = tb->off[b][r + 2];
+                  if constexpr (decltype(with_gi)::value) {
+                    const Pair w = Pair::Load(&tb->w[b][r]);
+                    for (int k = 0; k < kG; ++k) {
+                      Pair v = Pair::Load(gi[k] + off0, gi[k] + off1);
+                      v.AddScaled(gv[k], w);
+                      v.Store(gi[k] + off0, gi[k] + off1);
                     }
                   }
-                } else {
-                  for (int r = 0; r < kTaps; r += kT1) {
-                    const int64_t off = tb->off[b][r];
-                    if constexpr (decltype(with_gi)::value) {
-                      Row v = Row::Load(gi + off);
-                      v.AddScaled(gv, Row::Load(&tb->w[b][r]));
-                      v.Store(gi + off);
+                  if constexpr (decltype(with_grad)::value) {
+                    T* a = acc.get() + b * kTaps + r;
+                    Pair sum = Pair::Load(a);
+                    for (int k = 0; k < kG; ++k) {
+                      sum.AddScaled(gv[k], Pair::Load(src[k] + off0, src[k] + off1));
                     }
-                    if constexpr (decltype(with_grad)::value) {
-                      T* a = acc.get() + b * kTaps + r;
-                      Row sum = Row::Load(a);
-                      sum.AddScaled(gv, Row::Load(src + off));
-                      sum.Store(a);
+                    sum.Store(a);
+                  }
+                }
+              } else {
+                for (int r = 0; r < kTaps; r += kT1) {
+                  const int64_t off = tb->off[b][r];
+                  if constexpr (decltype(with_gi)::value) {
+                    const Row w = Row::Load(&tb->w[b][r]);
+                    for (int k = 0; k < kG; ++k) {
+                      Row v = Row::Load(gi[k] + off);
+                      v.AddScaled(gv[k], w);
+                      v.Store(gi[k] + off);
                     }
+                  }
+                  if constexpr (decltype(with_grad)::value) {
+                    T* a = acc.get() + b * kTaps + r;
+                    Row sum = Row::Load(a);
+                    for (int k = 0; k < kG; ++k) sum.AddScaled(gv[k], Row::Load(src[k] + off));
+                    sum.Store(a);
                   }
                 }
               }
             }
           };
+          auto all_channels = [&](auto with_gi, auto with_grad) {
+            int64_t c = c_begin;
+            for (; c + 2 <= c_end; c += 2) {
+              rows(with_gi, with_grad, std::integral_constant<int, 2>{}, c);
+            }
+            if (c < c_end) rows(with_gi, with_grad, std::integral_constant<int, 1>{}, c);
+          };
           if (gi_buf != nullptr && grad) {
-            rows(std::true_type{}, std::true_type{});
+            all_channels(std::true_type{}, std::true_type{});
           } else if (gi_buf != nullptr) {
-            rows(std::true_type{}, std::false_type{});
+            all_channels(std::true_type{}, std::false_type{});
           } else if (grad) {
-            rows(std::false_type{}, std::true_type{});
+            all_channels(std::false_type{}, std::true_type{});
           }
           if (grad) {
             for (int i = 0; i < tb->n_full; ++i) {
