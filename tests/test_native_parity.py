@@ -189,10 +189,13 @@ def test_low_precision_matches_float64_oracle(case, dtype):
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("dims,mode,padding", [(2, "bilinear", "zeros"),
                                                (2, "bicubic", "reflection"),
-                                               (3, "bilinear", "border")])
+                                               (2, "nearest", "border"),
+                                               (3, "bilinear", "border"),
+                                               (3, "nearest", "reflection")])
 def test_partitioned_backward(dims, mode, padding, channels_last, dtype):
-    """Shapes large enough that the backward splits channels and points into several
-    accumulation buffers (the fixed-order reduction paths)."""
+    """Shapes large enough that the backward splits grad_input into bands of the last
+    spatial axis (points whose taps straddle two bands add two grid-gradient partials) and,
+    in 3D, the channels into blocks."""
     rng = np.random.default_rng(7)
     if dims == 2:
         kw = dict(batch=1, channels=16, spatial=(12, 13), out_spatial=(64, 65))
