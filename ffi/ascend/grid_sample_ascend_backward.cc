@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/ffi_contract.h"
 #include "aclnn_api.h"
 #include "aclnn_call.h"
 #include "grid_sample_ascend.h"
@@ -15,8 +16,8 @@ namespace {
 ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
                         ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                         ffi::RemainingRets rets, int64_t interpolation, int64_t padding,
-                        bool align_corners, bool channels_last, bool deterministic,
-                        bool input_mask, bool grid_mask) {
+                        bool align_corners, bool channels_last, bool input_mask,
+                        bool grid_mask, bool deterministic) {
   if (ffi::Error e = CheckCommon(input, grid, interpolation, padding, channels_last); e.failure()) {
     return e;
   }
@@ -143,17 +144,7 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
 }  // namespace gs_ascend
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendBackward, gs_ascend::BackwardImpl,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<gs_ascend::AclStream>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Arg<xla::ffi::AnyBuffer>()  // grad_output
-                                  .Arg<xla::ffi::AnyBuffer>()  // input
-                                  .Arg<xla::ffi::AnyBuffer>()  // grid
-                                  .RemainingRets()             // grad_input?, grad_grid?
-                                  .Attr<int64_t>("interpolation")
-                                  .Attr<int64_t>("padding")
-                                  .Attr<bool>("align_corners")
-                                  .Attr<bool>("channels_last")
-                                  .Attr<bool>("deterministic")
-                                  .Attr<bool>("input_mask")
-                                  .Attr<bool>("grid_mask"));
+                              gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
+                                                       .Ctx<gs_ascend::AclStream>()
+                                                       .Ctx<xla::ffi::ScratchAllocator>())
+                                  .Attr<bool>("deterministic"));

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../common/ffi_contract.h"
 #include "aclnn_api.h"
 #include "aclnn_call.h"
 #include "grid_sample_ascend.h"
@@ -68,14 +69,7 @@ ffi::Error ForwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch, ffi::A
 }  // namespace gs_ascend
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendForward, gs_ascend::ForwardImpl,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<gs_ascend::AclStream>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Arg<xla::ffi::AnyBuffer>()  // input
-                                  .Arg<xla::ffi::AnyBuffer>()  // grid
-                                  .Ret<xla::ffi::AnyBuffer>()  // output
-                                  .Attr<int64_t>("interpolation")
-                                  .Attr<int64_t>("padding")
-                                  .Attr<bool>("align_corners")
-                                  .Attr<bool>("channels_last")
+                              gs_ffi::BindForward(xla::ffi::Ffi::Bind()
+                                                      .Ctx<gs_ascend::AclStream>()
+                                                      .Ctx<xla::ffi::ScratchAllocator>())
                                   .Attr<bool>("deterministic"));

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../common/ffi_contract.h"
 #include "backward_bands.h"
 #include "grid_sample_cpu.h"
 #include "parallel.h"
@@ -445,15 +446,5 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
 }  // namespace gs_cpu
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCpu, gs_cpu::BackwardImpl,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<xla::ffi::AnyBuffer>()  // grad_output
-                                  .Arg<xla::ffi::AnyBuffer>()  // input
-                                  .Arg<xla::ffi::AnyBuffer>()  // grid
-                                  .RemainingRets()             // grad_input?, grad_grid?
-                                  .Attr<int64_t>("interpolation")
-                                  .Attr<int64_t>("padding")
-                                  .Attr<bool>("align_corners")
-                                  .Attr<bool>("channels_last")
-                                  .Attr<bool>("input_mask")
-                                  .Attr<bool>("grid_mask"));
+                              gs_ffi::BindBackward(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));

@@ -9,6 +9,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "../common/ffi_contract.h"
 #include "grid_sample_avx2.h"
 #include "grid_sample_cpu.h"
 #include "parallel.h"
@@ -134,12 +135,5 @@ ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
 }  // namespace gs_cpu
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCpu, gs_cpu::ForwardImpl,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<xla::ffi::AnyBuffer>()  // input
-                                  .Arg<xla::ffi::AnyBuffer>()  // grid
-                                  .Ret<xla::ffi::AnyBuffer>()  // output
-                                  .Attr<int64_t>("interpolation")
-                                  .Attr<int64_t>("padding")
-                                  .Attr<bool>("align_corners")
-                                  .Attr<bool>("channels_last"));
+                              gs_ffi::BindForward(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));

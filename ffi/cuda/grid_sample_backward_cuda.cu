@@ -27,6 +27,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
 
+#include "../common/ffi_contract.h"
 #include "grid_sample_cuda.cuh"
 #include "xla/ffi/api/ffi.h"
 
@@ -378,18 +379,8 @@ ffi::Error BackwardImpl(cudaStream_t stream, ffi::ScratchAllocator scratch,
 }  // namespace gs_cuda
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCuda, gs_cuda::BackwardImpl,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Arg<xla::ffi::AnyBuffer>()  // grad_output
-                                  .Arg<xla::ffi::AnyBuffer>()  // input
-                                  .Arg<xla::ffi::AnyBuffer>()  // grid
-                                  .RemainingRets()             // grad_input?, grad_grid?
-                                  .Attr<int64_t>("interpolation")
-                                  .Attr<int64_t>("padding")
-                                  .Attr<bool>("align_corners")
-                                  .Attr<bool>("channels_last")
-                                  .Attr<bool>("input_mask")
-                                  .Attr<bool>("grid_mask")
+                              gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
+                                                       .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
+                                                       .Ctx<xla::ffi::ScratchAllocator>())
                                   .Attr<bool>("deterministic"),
                               {xla::ffi::Traits::kCmdBufferCompatible});

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../common/ffi_contract.h"
 #include "grid_sample_cuda.cuh"
 #include "xla/ffi/api/ffi.h"
 
@@ -118,13 +119,6 @@ ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer
 }  // namespace gs_cuda
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCuda, gs_cuda::ForwardImpl,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<xla::ffi::AnyBuffer>()  // input
-                                  .Arg<xla::ffi::AnyBuffer>()  // grid
-                                  .Ret<xla::ffi::AnyBuffer>()  // output
-                                  .Attr<int64_t>("interpolation")
-                                  .Attr<int64_t>("padding")
-                                  .Attr<bool>("align_corners")
-                                  .Attr<bool>("channels_last"),
+                              gs_ffi::BindForward(xla::ffi::Ffi::Bind()
+                                                      .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});

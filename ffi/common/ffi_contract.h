@@ -1,0 +1,53 @@
+// The operands and attributes of the two FFI targets, bound once for every
+// platform. A handler adds its platform contexts first and its extra
+// attributes last:
+//
+//   BindForward(ffi::Ffi::Bind().Ctx<ffi::ThreadPool>())
+//
+// so its implementation takes (contexts..., input, grid, output,
+// interpolation, padding, align_corners, channels_last, extras...) and the
+// backward (contexts..., grad_output, input, grid, results, interpolation,
+// padding, align_corners, channels_last, input_mask, grid_mask, extras...).
+// The attribute names are those the Python lowerings pass.
+#ifndef JAX_GRIDSAMPLE_FFI_COMMON_FFI_CONTRACT_H_
+#define JAX_GRIDSAMPLE_FFI_COMMON_FFI_CONTRACT_H_
+
+#include <cstdint>
+#include <utility>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace gs_ffi {
+
+template <typename Binding>
+auto BindForward(Binding&& binding) {
+  namespace ffi = xla::ffi;
+  return std::forward<Binding>(binding)
+      .template Arg<ffi::AnyBuffer>()  // input
+      .template Arg<ffi::AnyBuffer>()  // grid
+      .template Ret<ffi::AnyBuffer>()  // output
+      .template Attr<int64_t>("interpolation")
+      .template Attr<int64_t>("padding")
+      .template Attr<bool>("align_corners")
+      .template Attr<bool>("channels_last");
+}
+
+template <typename Binding>
+auto BindBackward(Binding&& binding) {
+  namespace ffi = xla::ffi;
+  return std::forward<Binding>(binding)
+      .template Arg<ffi::AnyBuffer>()  // grad_output
+      .template Arg<ffi::AnyBuffer>()  // input
+      .template Arg<ffi::AnyBuffer>()  // grid
+      .RemainingRets()                 // grad_input?, grad_grid?
+      .template Attr<int64_t>("interpolation")
+      .template Attr<int64_t>("padding")
+      .template Attr<bool>("align_corners")
+      .template Attr<bool>("channels_last")
+      .template Attr<bool>("input_mask")
+      .template Attr<bool>("grid_mask");
+}
+
+}  // namespace gs_ffi
+
+#endif  // JAX_GRIDSAMPLE_FFI_COMMON_FFI_CONTRACT_H_
