@@ -38,6 +38,30 @@ void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* 
                          const float* grid, float* output, int64_t n, int64_t p_begin,
                          int64_t p_end);
 
+// Channels-first input through a channels-last copy
+// (grid_sample_avx2_via_channels_last.cc): a tap then reads the channels of
+// a pixel with plain vector loads instead of one gather per channel.
+//
+// Floats per pixel in the copy: 4 for up to 4 channels, else channels
+// rounded up to a multiple of 8 (the extra channels are zeros).
+int64_t ChannelsLastStride(int64_t channels);
+
+// Whether the copy pays for itself here: channels-first, at least two
+// channels, at least 4 taps per point, and at least as many tap reads as
+// input elements.
+bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation);
+
+// Floats of the buffer that ForwardViaChannelsLastAvx2F32 needs: the copy
+// of one batch element and a row of zeros.
+int64_t ViaChannelsLastBufferFloats(const Geometry& g);
+
+// Forward of all points of batch element n, as ForwardChunkAvx2F32 computes
+// it (bitwise), through a channels-last copy of that element made in
+// `buffer` (ViaChannelsLastBufferFloats(g) floats). Call only when
+// HasAvx2Fma() and Avx2PathFits(g).
+void ForwardViaChannelsLastAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
+                                   const float* grid, float* output, int64_t n, float* buffer);
+
 }  // namespace gs_cpu
 
 #endif  // JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_

@@ -18,6 +18,25 @@
 namespace gs_cpu {
 namespace {
 
+// Channels-first float32 through channels-last copies of the input (see
+// grid_sample_avx2.h): one task per batch element copies it into a buffer of
+// its own, small enough to stay in the core's cache, and samples all of its
+// points from there. (Copying the next element while sampling one was
+// slower.) Returns false, having written nothing, when the copy would not
+// be small, or there are fewer batch elements than threads.
+bool ForwardViaChannelsLast(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                            const float* input, const float* grid, float* output) {
+  constexpr int64_t kMaxCopyBytes = int64_t{1} << 20;
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  const int64_t floats = ViaChannelsLastBufferFloats(g);
+  if (g.n < threads || floats * 4 > kMaxCopyBytes) return false;
+  ParallelFor(pool, g.n, [&](int64_t n) {
+    std::unique_ptr<float[]> buffer(new float[floats]);
+    ForwardViaChannelsLastAvx2F32(g, interpolation, input, grid, output, n, buffer.get());
+  });
+  return true;
+}
+
 template <typename Fmt, int K, int kInterp, bool kChannelsLast>
 void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
                    const typename Fmt::Storage* input, const typename Fmt::Storage* grid,
@@ -35,6 +54,9 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
 
   if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
     if (HasAvx2Fma() && Avx2PathFits(g)) {
+      if (ViaChannelsLastPays(g, kInterp) && ForwardViaChannelsLast(pool, g, kInterp, input, grid, output)) {
+        return;
+      }
       ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
         const int64_t n = chunk / chunks_per_n;
         const int64_t p_begin = (chunk % chunks_per_n) * pts_per_chunk;

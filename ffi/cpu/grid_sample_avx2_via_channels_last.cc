@@ -1,0 +1,320 @@
+// AVX2 + FMA forward of channels-first float32 input through a channels-last
+// copy; see grid_sample_avx2.h.
+//
+// Gathering one channel of 8 points costs a masked gather per tap, and on
+// current x86 cores gathers are slow (several cycles each, more with the
+// Gather Data Sampling mitigation). With the channels of a pixel contiguous,
+// a tap of a point is instead one plain vector load for 8 channels, and the
+// 8 x 8 (points x channels) results are transposed in registers into 8
+// contiguous output rows. Copying the input costs one pass over it, so the
+// path is taken only when the taps read at least as many elements as the
+// input has.
+//
+// Results are bitwise those of the gather path: the same fused multiply-adds
+// in the same order, into the same two accumulators (even / odd taps), and a
+// tap out of range reads a row of zeros with its weight, as a masked-off
+// gather lane does.
+#include <algorithm>
+#include <cstdint>
+
+#include "../common/grid_sample_math.h"
+#include "grid_sample_avx2.h"
+#include "grid_sample_cpu.h"
+#include "soa_taps_avx2.h"
+
+namespace gs_cpu {
+
+int64_t ChannelsLastStride(int64_t channels) {
+  return channels <= 4 ? 4 : (channels + 7) / 8 * 8;
+}
+
+#if GS_CPU_HAVE_AVX2_PATH
+
+bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
+  const int64_t t1 = gs::TapsPerAxis(static_cast<int>(interpolation));
+  const int64_t taps = g.k == 2 ? t1 * t1 : t1 * t1 * t1;
+  // One channel alone gains nothing (a pixel is one float either way), nor
+  // does one tap per point (nearest): its gathers are as many as the loads.
+  return !g.channels_last && g.c >= 2 && taps >= 4 && g.points * taps >= g.plane;
+}
+
+namespace {
+
+// Loads 8 positions of channel rows c < rows (zeros beyond) and stores them
+// transposed: dst[s * stride + r] for s < 8, r < 8.
+__attribute__((target("avx2,fma"), always_inline)) inline void Transpose8x8Store(
+    const __m256 (&in)[8], float* dst, int64_t stride) {
+  const __m256 t0 = _mm256_unpacklo_ps(in[0], in[1]);
+  const __m256 t1 = _mm256_unpackhi_ps(in[0], in[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(in[2], in[3]);
+  const __m256 t3 = _mm256_unpackhi_ps(in[2], in[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(in[4], in[5]);
+  const __m256 t5 = _mm256_unpackhi_ps(in[4], in[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(in[6], in[7]);
+  const __m256 t7 = _mm256_unpackhi_ps(in[6], in[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44);
+  const __m256 u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44);
+  const __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44);
+  const __m256 u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44);
+  const __m256 u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  const __m256 out[8] = {
+      _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+      _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+      _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+      _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+  for (int s = 0; s < 8; ++s) _mm256_storeu_ps(dst + s * stride, out[s]);
+}
+
+// 4 rows of 8 -> 8 rows of 4 (dst[s * stride + r], r < 4).
+__attribute__((target("avx2,fma"), always_inline)) inline void Transpose4x8Store(
+    const __m256 (&in)[4], float* dst, int64_t stride) {
+  __m128 lo[4], hi[4];
+  for (int r = 0; r < 4; ++r) {
+    lo[r] = _mm256_castps256_ps128(in[r]);
+    hi[r] = _mm256_extractf128_ps(in[r], 1);
+  }
+  _MM_TRANSPOSE4_PS(lo[0], lo[1], lo[2], lo[3]);
+  _MM_TRANSPOSE4_PS(hi[0], hi[1], hi[2], hi[3]);
+  for (int s = 0; s < 4; ++s) {
+    _mm_storeu_ps(dst + s * stride, lo[s]);
+    _mm_storeu_ps(dst + (s + 4) * stride, hi[s]);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+__attribute__((target("avx2,fma"))) void CopyToChannelsLast(const Geometry& g,
+                                                            const float* __restrict input,
+                                                            int64_t n, int64_t s_begin,
+                                                            int64_t s_end,
+                                                            float* __restrict copy) {
+    const int64_t channels = g.c, plane = g.plane;
+    const int64_t stride = ChannelsLastStride(channels);
+    const float* src_n = input + n * channels * plane;
+    const int64_t s8 = s_begin + (s_end - s_begin) / 8 * 8;
+    for (int64_t c0 = 0; c0 < stride; c0 += 8) {
+      const int rows = static_cast<int>(std::min<int64_t>(8, channels - c0));
+      for (int64_t s = s_begin; s < s8; s += 8) {
+        __m256 v[8];
+        if ((s & 15) == 0) {
+          for (int r = 0; r < rows; ++r) {
+            _mm_prefetch(reinterpret_cast<const char*>(src_n + (c0 + r) * plane + s + 128),
+                         _MM_HINT_T0);
+          }
+        }
+        for (int r = 0; r < 8; ++r) {
+          v[r] = r < rows ? _mm256_loadu_ps(src_n + (c0 + r) * plane + s) : _mm256_setzero_ps();
+        }
+        if (stride == 4) {
+          Transpose4x8Store(reinterpret_cast<const __m256(&)[4]>(v), copy + s * stride, stride);
+        } else {
+          Transpose8x8Store(v, copy + s * stride + c0, stride);
+        }
+      }
+    }
+    for (int64_t s = s8; s < s_end; ++s) {
+      for (int64_t c = 0; c < stride; ++c) {
+        copy[s * stride + c] = c < channels ? src_n[c * plane + s] : 0.f;
+      }
+    }
+}
+
+// kV floats (8, or 4 into the low half with the high half zero).
+template <int kV>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadChannels(const float* p) {
+  return kV == 8 ? _mm256_loadu_ps(p) : _mm256_zextps128_ps256(_mm_loadu_ps(p));
+}
+
+// The taps of one point: row of each tap in the copy (the zero row when out
+// of range) and the weights, broadcast (2D bicubic: the 4 x and 4 y weights
+// of its separable sum; otherwise one per tap).
+template <int K, int kInterp>
+struct PointTaps {
+  static constexpr int kTaps = SoaTaps<K, kInterp>::kTaps;
+  static constexpr bool kSeparable = K == 2 && kInterp == gs::kBicubic;
+  const float* row[kTaps];
+  __m256 w[kSeparable ? 8 : kTaps];
+};
+
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline void LoadPointTaps(
+    const SoaTaps<K, kInterp>* __restrict st, int b, const float* copy, int64_t stride,
+    const float* zeros, PointTaps<K, kInterp>* pt) {
+  using PT = PointTaps<K, kInterp>;
+  for (int t = 0; t < PT::kTaps; ++t) {
+    const int32_t o = st->off[t][b];
+    pt->row[t] = o >= 0 ? copy + static_cast<int64_t>(o) * stride : zeros;
+  }
+  if constexpr (PT::kSeparable) {
+    for (int i = 0; i < 4; ++i) {
+      pt->w[i] = _mm256_set1_ps(st->aw[0][i][b]);
+      pt->w[4 + i] = _mm256_set1_ps(st->aw[1][i][b]);
+    }
+  } else {
+    for (int t = 0; t < PT::kTaps; ++t) pt->w[t] = _mm256_set1_ps(st->w[t][b]);
+  }
+}
+
+// Channels [c, c + 8) (or [c, c + 4) for kV == 4, in the low half) of one
+// point: the gather path's sum (GatherDot / BicubicPoint), in its order.
+template <int K, int kInterp, int kV>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
+    const PointTaps<K, kInterp>& pt, int64_t c) {
+  using PT = PointTaps<K, kInterp>;
+  if constexpr (PT::kSeparable) {
+    __m256 q[4];
+    for (int j = 0; j < 4; ++j) {
+      __m256 pv[4];
+      for (int i = 0; i < 4; ++i) {
+        pv[i] = _mm256_mul_ps(pt.w[i], LoadChannels<kV>(pt.row[4 * j + i] + c));
+      }
+      q[j] = _mm256_mul_ps(pt.w[4 + j], _mm256_add_ps(_mm256_add_ps(pv[0], pv[1]),
+                                                      _mm256_add_ps(pv[2], pv[3])));
+    }
+    return _mm256_add_ps(_mm256_add_ps(q[0], q[1]), _mm256_add_ps(q[2], q[3]));
+  } else {
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int t = 0; t < PT::kTaps; ++t) {
+      acc[t & 1] = _mm256_fmadd_ps(pt.w[t], LoadChannels<kV>(pt.row[t] + c), acc[t & 1]);
+    }
+    return PT::kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
+  }
+}
+
+// Stores channel rows [0, rows) of kG (a multiple of 8) points (res[j]: the
+// channels of point j) at dst + r * points; only the first `valid` points
+// when < kG. Each row is written as kG contiguous floats.
+template <int kV, int kG>
+__attribute__((target("avx2,fma"), always_inline)) inline void StoreTransposed(
+    const __m256 (&res)[kG], float* dst, int64_t points, int rows, int valid) {
+  alignas(32) float t[8][kG];
+  for (int h = 0; h < kG; h += 8) {
+    if constexpr (kV == 8) {
+      Transpose8x8Store(reinterpret_cast<const __m256(&)[8]>(res[h]), &t[0][h], kG);
+    } else {
+      // res[j] holds 4 channels in its low half: two 4 x 4 transposes.
+      __m128 lo[4], hi[4];
+      for (int j = 0; j < 4; ++j) {
+        lo[j] = _mm256_castps256_ps128(res[h + j]);
+        hi[j] = _mm256_castps256_ps128(res[h + j + 4]);
+      }
+      _MM_TRANSPOSE4_PS(lo[0], lo[1], lo[2], lo[3]);
+      _MM_TRANSPOSE4_PS(hi[0], hi[1], hi[2], hi[3]);
+      for (int r = 0; r < 4; ++r) {
+        _mm_store_ps(&t[r][h], lo[r]);
+        _mm_store_ps(&t[r][h + 4], hi[r]);
+      }
+    }
+  }
+  if (valid == kG) {
+    for (int r = 0; r < rows; ++r) {
+      for (int h = 0; h < kG; h += 8) {
+        _mm256_storeu_ps(dst + r * points + h, _mm256_load_ps(&t[r][h]));
+      }
+    }
+  } else {
+    for (int r = 0; r < rows; ++r) {
+      for (int j = 0; j < valid; ++j) dst[r * points + j] = t[r][j];
+    }
+  }
+}
+
+// Forward of all points of batch element n from its copy.
+template <int K, int kInterp, int kV>
+__attribute__((target("avx2,fma"))) void SampleElement(const Geometry& g, const float* copy,
+                                                       const float* zeros,
+                                                       const float* __restrict grid,
+                                                       float* __restrict output, int64_t n,
+                                                       SoaTaps<K, kInterp>* st) {
+  using ST = SoaTaps<K, kInterp>;
+  const int64_t channels = g.c, points = g.points;
+  const int64_t stride = ChannelsLastStride(channels);
+  // Groups of kG points (a whole 64-byte line of each output row), up to
+  // kTile channel vectors at a time.
+  constexpr int kG = 16;
+  constexpr int kTile = 4;
+  for (int64_t p0 = 0; p0 < points; p0 += ST::kB) {
+    const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, points - p0));
+    FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
+    for (int b0 = 0; b0 < cnt; b0 += kG) {
+      const int valid = std::min(kG, cnt - b0);
+      float* dst = output + n * channels * points + p0 + b0;
+      // Each point's taps are loaded once for the kTile vectors of channels.
+      for (int64_t c0 = 0; c0 < channels; c0 += kTile * kV) {
+        const int vecs = static_cast<int>(std::min<int64_t>(kTile, CeilDiv(channels - c0, kV)));
+        __m256 tile[kTile][kG];
+        for (int j = 0; j < kG; ++j) {
+          PointTaps<K, kInterp> pt;
+          LoadPointTaps(st, b0 + j, copy, stride, zeros, &pt);
+          for (int v = 0; v < vecs; ++v) tile[v][j] = PointSum<K, kInterp, kV>(pt, c0 + v * kV);
+        }
+        for (int v = 0; v < vecs; ++v) {
+          const int64_t c = c0 + v * kV;
+          const int nrows = static_cast<int>(std::min<int64_t>(kV, channels - c));
+          StoreTransposed<kV, kG>(tile[v], dst + c * points, points, nrows, valid);
+        }
+      }
+    }
+  }
+}
+
+template <int K, int kInterp>
+void RunVia(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
+            float* buffer) {
+  std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
+  const int64_t stride = ChannelsLastStride(g.c);
+  float* copy = buffer;
+  float* zeros = buffer + g.plane * stride;
+  std::fill(zeros, zeros + stride, 0.f);
+  CopyToChannelsLast(g, input, n, 0, g.plane, copy);
+  if (stride == 4) {
+    SampleElement<K, kInterp, 4>(g, copy, zeros, grid, output, n, st.get());
+  } else {
+    SampleElement<K, kInterp, 8>(g, copy, zeros, grid, output, n, st.get());
+  }
+}
+
+template <int K>
+void RunViaK(const Geometry& g, int64_t interpolation, const float* input, const float* grid,
+             float* output, int64_t n, float* buffer) {
+  switch (interpolation) {
+    case gs::kBilinear:
+      return RunVia<K, gs::kBilinear>(g, input, grid, output, n, buffer);
+    case gs::kNearest:
+      return RunVia<K, gs::kNearest>(g, input, grid, output, n, buffer);
+    default:
+      return RunVia<K, gs::kBicubic>(g, input, grid, output, n, buffer);
+  }
+}
+
+}  // namespace
+
+int64_t ViaChannelsLastBufferFloats(const Geometry& g) {
+  const int64_t stride = ChannelsLastStride(g.c);
+  return (g.plane + 1) * stride;
+}
+
+void ForwardViaChannelsLastAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
+                                   const float* grid, float* output, int64_t n, float* buffer) {
+  if (g.k == 2) {
+    RunViaK<2>(g, interpolation, input, grid, output, n, buffer);
+  } else {
+    RunViaK<3>(g, interpolation, input, grid, output, n, buffer);
+  }
+}
+
+#else  // !GS_CPU_HAVE_AVX2_PATH
+
+bool ViaChannelsLastPays(const Geometry&, int64_t) { return false; }
+int64_t ViaChannelsLastBufferFloats(const Geometry&) { return 0; }
+void ForwardViaChannelsLastAvx2F32(const Geometry&, int64_t, const float*, const float*, float*,
+                                   int64_t, float*) {}
+
+#endif  // GS_CPU_HAVE_AVX2_PATH
+
+}  // namespace gs_cpu

@@ -1,0 +1,150 @@
+// Struct-of-arrays tap tables of a block of points for the AVX2 forward
+// paths (grid_sample_avx2.cc, grid_sample_avx2_via_channels_last.cc).
+//
+// Per axis: tap index (or -1) and weight of each point; per tap: int32
+// offset into one input plane (-1 when out of range) and the product weight.
+// The per-axis loops call gs::ComputeAxisTaps with int32 indices and are
+// vectorized across points (GCC: -fno-trapping-math -fno-tree-pre
+// -fno-thread-jumps, set for every CPU source).
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_AVX2_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_AVX2_H_
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define GS_CPU_HAVE_AVX2_PATH 1
+#else
+#define GS_CPU_HAVE_AVX2_PATH 0
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "../common/grid_sample_math.h"
+#include "grid_sample_cpu.h"
+
+#if GS_CPU_HAVE_AVX2_PATH
+#include <immintrin.h>
+
+namespace gs_cpu {
+
+template <int K, int kInterp>
+struct SoaTaps {
+  static constexpr int kT1 = gs::TapsPerAxis(kInterp);
+  static constexpr int kTaps = K == 2 ? kT1 * kT1 : kT1 * kT1 * kT1;
+  static constexpr int kB = std::clamp(16384 / kTaps, 64, 4096);
+  static_assert(kB % 16 == 0, "blocks are padded to groups of 16 points");
+  alignas(32) int32_t ax[K][kT1][kB];
+  alignas(32) float aw[K][kT1][kB];
+  alignas(32) int32_t off[kTaps][kB];
+  alignas(32) float w[kTaps][kB];
+  // 2D bicubic only (see FillRows): per point, the x offset of tap 0, the
+  // row offsets, which of the 16 taps are read, and whether the in-range
+  // x taps are contiguous (then each row is one masked 4-float load).
+  static constexpr int kRowB = (K == 2 && kInterp == gs::kBicubic) ? kB : 1;
+  alignas(16) float wx4[kRowB][4];
+  alignas(16) float wy4[kRowB][4];
+  int32_t xbase[kRowB];
+  int32_t rowoff[4][kRowB];
+  uint16_t mbits[kRowB];
+  uint8_t rowable[kRowB];
+};
+
+// Taps of one axis for `cnt` points (coordinate stride K); padding and
+// align_corners are constants here so that the loop has no branches left.
+template <int K, int kInterp, int kPad, bool kAlign, int kB>
+__attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restrict coord,
+                                                          int cnt, int64_t size,
+                                                          int32_t (*__restrict ix)[kB],
+                                                          float (*__restrict wx)[kB]) {
+  constexpr int kT1 = gs::TapsPerAxis(kInterp);
+  auto fill = [&](auto moderate) {
+    for (int b = 0; b < cnt; ++b) {
+      gs::AxisTaps<float, kT1, int32_t> t;
+      gs::ComputeAxisTaps<kInterp, float, int32_t, decltype(moderate)::value>(
+          coord[b * K], size, kPad, kAlign, &t);
+      for (int i = 0; i < kT1; ++i) {
+        ix[i][b] = t.idx[i];
+        wx[i][b] = t.w[i];
+      }
+    }
+  };
+  // Reflection needs a library fmod for huge coordinates, which keeps the
+  // loop scalar; blocks without any take the vectorizable form.
+  bool moderate = true;
+  if constexpr (kPad == gs::kReflection) {
+    for (int b = 0; b < cnt; ++b) moderate &= gs::IsModerate(coord[b * K], size);
+  }
+  if (moderate) {
+    fill(std::true_type{});
+  } else {
+    fill(std::false_type{});
+  }
+}
+
+// Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
+// entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict grid, int cnt,
+                                                     const Geometry& g,
+                                                     SoaTaps<K, kInterp>* __restrict st) {
+  using ST = SoaTaps<K, kInterp>;
+  constexpr int kT1 = ST::kT1;
+  const int64_t sizes[3] = {g.w, g.h, g.d};
+  for (int a = 0; a < K; ++a) {
+    const float* coord = grid + a;
+    const int64_t size = sizes[a];
+    constexpr int kB = ST::kB;
+    DispatchPadding(g, [&](auto pad, auto align) {
+      AxisSoa<K, kInterp, decltype(pad)::value, decltype(align)::value, kB>(
+          coord, cnt, size, st->ax[a], st->aw[a]);
+    });
+  }
+  for (int a = 0; a < K; ++a) {
+    for (int i = 0; i < kT1; ++i) {
+      for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
+        st->ax[a][i][b] = -1;
+        st->aw[a][i][b] = 0.f;
+      }
+    }
+  }
+  const int32_t w32 = static_cast<int32_t>(g.w);
+  const int32_t h32 = static_cast<int32_t>(g.h);
+  constexpr int kTz = K == 3 ? kT1 : 1;
+  int t = 0;
+  for (int l = 0; l < kTz; ++l) {
+    for (int j = 0; j < kT1; ++j) {
+      for (int i = 0; i < kT1; ++i, ++t) {
+        const int32_t* __restrict xi = st->ax[0][i];
+        const int32_t* __restrict yi = st->ax[1][j];
+        const int32_t* __restrict zi = st->ax[K - 1][l];
+        const float* __restrict xw = st->aw[0][i];
+        const float* __restrict yw = st->aw[1][j];
+        const float* __restrict zw = st->aw[K - 1][l];
+        int32_t* __restrict o = st->off[t];
+        float* __restrict w = st->w[t];
+        for (int b = 0; b < cnt; ++b) {
+          int32_t row = yi[b];
+          bool valid = (xi[b] >= 0) & (yi[b] >= 0);
+          float wt = xw[b] * yw[b];
+          if (K == 3) {
+            row = zi[b] * h32 + yi[b];
+            valid = valid & (zi[b] >= 0);
+            wt = wt * zw[b];
+          }
+          // Valid taps: < plane <= INT32_MAX.
+          o[b] = valid ? row * w32 + xi[b] : -1;
+          w[b] = wt;
+        }
+        for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
+          o[b] = -1;
+          w[b] = 0.f;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace gs_cpu
+
+#endif  // GS_CPU_HAVE_AVX2_PATH
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_AVX2_H_
