@@ -315,6 +315,10 @@ void RunChunkK(const Geometry& g, int64_t interpolation, const float* input, con
 void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
                          const float* grid, float* output, int64_t n, int64_t p_begin,
                          int64_t p_end) {
+  if (SamplesChannelsLastInPlace(g, interpolation)) {
+    ForwardChannelsLastChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
+    return;
+  }
   if (g.k == 2) {
     RunChunkK<2>(g, interpolation, input, grid, output, n, p_begin, p_end);
   } else {

@@ -8,13 +8,14 @@
 //
 // A chunk of points is processed in blocks of kB points, with struct-of-arrays
 // tables over the block so that the compiler vectorizes the coordinate math
-// across points (the math itself is gs::ComputeAxisTaps, with int32 indices):
-//   per axis: tap index (or -1) and weight of each point;
-//   per tap:  int32 offset into one input plane (-1 when out of range) and
-//             the product weight.
-// The channel loop then gathers 8 points at a time with masked gathers:
-// out-of-range taps are masked off, so they never read memory and never
-// contribute (no 0 * value).
+// across points (soa_taps_avx2.h). Two samplers use them:
+// - grid_sample_avx2.cc: per channel, 8 points at a time with masked gathers
+//   (out-of-range taps are masked off: they never read memory); channels
+//   last, per point.
+// - grid_sample_avx2_tiles.cc: tiles of points x channels from
+//   channels-last pixels (the input itself, or a copy of channels-first
+//   input), plain vector loads instead of gathers.
+// Both give bitwise the same results.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_
 
@@ -38,9 +39,7 @@ void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* 
                          const float* grid, float* output, int64_t n, int64_t p_begin,
                          int64_t p_end);
 
-// Channels-first input through a channels-last copy
-// (grid_sample_avx2_via_channels_last.cc): a tap then reads the channels of
-// a pixel with plain vector loads instead of one gather per channel.
+// The tile sampler (grid_sample_avx2_tiles.cc).
 //
 // Floats per pixel in the copy: 4 for up to 4 channels, else channels
 // rounded up to a multiple of 8 (the extra channels are zeros).
@@ -61,6 +60,19 @@ int64_t ViaChannelsLastBufferFloats(const Geometry& g);
 // HasAvx2Fma() and Avx2PathFits(g).
 void ForwardViaChannelsLastAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
                                    const float* grid, float* output, int64_t n, float* buffer);
+
+// Whether channels-last input is sampled in place by the same tile sampler
+// (ForwardChannelsLastChunkAvx2F32): channels a multiple of 8, or 4, and at
+// least 4 taps per point.
+bool SamplesChannelsLastInPlace(const Geometry& g, int64_t interpolation);
+
+// Forward of points [p_begin, p_end) of batch element n of channels-last
+// input (ForwardChunkAvx2F32 hands such input over to it). Call only when
+// HasAvx2Fma(), Avx2PathFits(g) and SamplesChannelsLastInPlace(g,
+// interpolation).
+void ForwardChannelsLastChunkAvx2F32(const Geometry& g, int64_t interpolation,
+                                     const float* input, const float* grid, float* output,
+                                     int64_t n, int64_t p_begin, int64_t p_end);
 
 }  // namespace gs_cpu
 

@@ -20,16 +20,18 @@ namespace {
 
 // Channels-first float32 through channels-last copies of the input (see
 // grid_sample_avx2.h): one task per batch element copies it into a buffer of
-// its own, small enough to stay in the core's cache, and samples all of its
-// points from there. (Copying the next element while sampling one was
-// slower.) Returns false, having written nothing, when the copy would not
-// be small, or there are fewer batch elements than threads.
+// its own, which stays in the core's cache (up to kMaxCopyBytes), and
+// samples all of its points from there. (Copying the next element while
+// sampling one was slower.) Returns false, having written nothing, when the
+// copy would be larger, or the batch too small to keep the threads busy.
 bool ForwardViaChannelsLast(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                             const float* input, const float* grid, float* output) {
-  constexpr int64_t kMaxCopyBytes = int64_t{1} << 20;
+  constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t floats = ViaChannelsLastBufferFloats(g);
-  if (g.n < threads || floats * 4 > kMaxCopyBytes) return false;
+  // Rounds of one element per thread at least 3/4 full.
+  const bool busy = g.n >= threads && g.n * 4 >= 3 * threads * CeilDiv(g.n, threads);
+  if (!busy || floats * 4 > kMaxCopyBytes) return false;
   ParallelFor(pool, g.n, [&](int64_t n) {
     std::unique_ptr<float[]> buffer(new float[floats]);
     ForwardViaChannelsLastAvx2F32(g, interpolation, input, grid, output, n, buffer.get());
@@ -54,7 +56,8 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
 
   if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
     if (HasAvx2Fma() && Avx2PathFits(g)) {
-      if (ViaChannelsLastPays(g, kInterp) && ForwardViaChannelsLast(pool, g, kInterp, input, grid, output)) {
+      if (ViaChannelsLastPays(g, kInterp) &&
+          ForwardViaChannelsLast(pool, g, kInterp, input, grid, output)) {
         return;
       }
       ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {

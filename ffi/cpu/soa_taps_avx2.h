@@ -1,5 +1,5 @@
 // Struct-of-arrays tap tables of a block of points for the AVX2 forward
-// paths (grid_sample_avx2.cc, grid_sample_avx2_via_channels_last.cc).
+// paths (grid_sample_avx2.cc, grid_sample_avx2_tiles.cc).
 //
 // Per axis: tap index (or -1) and weight of each point; per tap: int32
 // offset into one input plane (-1 when out of range) and the product weight.

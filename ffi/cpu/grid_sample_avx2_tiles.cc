@@ -1,14 +1,19 @@
-// AVX2 + FMA forward of channels-first float32 input through a channels-last
-// copy; see grid_sample_avx2.h.
+// AVX2 + FMA tile sampler for float32 forwards from channels-last pixels;
+// see grid_sample_avx2.h.
 //
 // Gathering one channel of 8 points costs a masked gather per tap, and on
 // current x86 cores gathers are slow (several cycles each, more with the
 // Gather Data Sampling mitigation). With the channels of a pixel contiguous,
-// a tap of a point is instead one plain vector load for 8 channels, and the
-// 8 x 8 (points x channels) results are transposed in registers into 8
-// contiguous output rows. Copying the input costs one pass over it, so the
-// path is taken only when the taps read at least as many elements as the
-// input has.
+// a tap of a point is one plain vector load for 8 channels. The sampler
+// computes a tile of 16 points x up to 32 channels, each point's taps
+// loaded once for all its channels, and stores it per point (channels-last
+// output) or transposed in registers into 16-float runs of the channel rows
+// (channels-first output).
+//
+// Channels-last input is read in place. Channels-first input is first
+// copied, one batch element at a time, into a channels-last buffer that
+// stays in the core's cache; that costs one pass over the input, so it is
+// done only when the taps read at least as many elements as it has.
 //
 // Results are bitwise those of the gather path: the same fused multiply-adds
 // in the same order, into the same two accumulators (even / odd taps), and a
@@ -30,9 +35,17 @@ int64_t ChannelsLastStride(int64_t channels) {
 
 #if GS_CPU_HAVE_AVX2_PATH
 
-bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
+namespace {
+
+int64_t Taps(const Geometry& g, int64_t interpolation) {
   const int64_t t1 = gs::TapsPerAxis(static_cast<int>(interpolation));
-  const int64_t taps = g.k == 2 ? t1 * t1 : t1 * t1 * t1;
+  return g.k == 2 ? t1 * t1 : t1 * t1 * t1;
+}
+
+}  // namespace
+
+bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
+  const int64_t taps = Taps(g, interpolation);
   // One channel alone gains nothing (a pixel is one float either way), nor
   // does one tap per point (nearest): its gathers are as many as the loads.
   return !g.channels_last && g.c >= 2 && taps >= 4 && g.points * taps >= g.plane;
@@ -40,8 +53,7 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
 
 namespace {
 
-// Loads 8 positions of channel rows c < rows (zeros beyond) and stores them
-// transposed: dst[s * stride + r] for s < 8, r < 8.
+// 8 rows of 8 floats, transposed: dst[s * stride + r] = in[r][s].
 __attribute__((target("avx2,fma"), always_inline)) inline void Transpose8x8Store(
     const __m256 (&in)[8], float* dst, int64_t stride) {
   const __m256 t0 = _mm256_unpacklo_ps(in[0], in[1]);
@@ -90,38 +102,38 @@ namespace {
 
 __attribute__((target("avx2,fma"))) void CopyToChannelsLast(const Geometry& g,
                                                             const float* __restrict input,
-                                                            int64_t n, int64_t s_begin,
-                                                            int64_t s_end,
-                                                            float* __restrict copy) {
-    const int64_t channels = g.c, plane = g.plane;
-    const int64_t stride = ChannelsLastStride(channels);
-    const float* src_n = input + n * channels * plane;
-    const int64_t s8 = s_begin + (s_end - s_begin) / 8 * 8;
-    for (int64_t c0 = 0; c0 < stride; c0 += 8) {
-      const int rows = static_cast<int>(std::min<int64_t>(8, channels - c0));
-      for (int64_t s = s_begin; s < s8; s += 8) {
-        __m256 v[8];
-        if ((s & 15) == 0) {
-          for (int r = 0; r < rows; ++r) {
-            _mm_prefetch(reinterpret_cast<const char*>(src_n + (c0 + r) * plane + s + 128),
-                         _MM_HINT_T0);
-          }
-        }
-        for (int r = 0; r < 8; ++r) {
-          v[r] = r < rows ? _mm256_loadu_ps(src_n + (c0 + r) * plane + s) : _mm256_setzero_ps();
-        }
-        if (stride == 4) {
-          Transpose4x8Store(reinterpret_cast<const __m256(&)[4]>(v), copy + s * stride, stride);
-        } else {
-          Transpose8x8Store(v, copy + s * stride + c0, stride);
+                                                            int64_t n, float* __restrict copy) {
+  const int64_t channels = g.c, plane = g.plane;
+  const int64_t stride = ChannelsLastStride(channels);
+  const float* src_n = input + n * channels * plane;
+  const int64_t s8 = plane / 8 * 8;
+  // 8 channels (zeros past the last) x 8 pixels at a time; each channel row
+  // is read in order, and prefetched 512 bytes ahead.
+  for (int64_t c0 = 0; c0 < stride; c0 += 8) {
+    const int rows = static_cast<int>(std::min<int64_t>(8, channels - c0));
+    for (int64_t s = 0; s < s8; s += 8) {
+      if ((s & 15) == 0 && s + 128 < plane) {
+        for (int r = 0; r < rows; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(src_n + (c0 + r) * plane + s + 128),
+                       _MM_HINT_T0);
         }
       }
-    }
-    for (int64_t s = s8; s < s_end; ++s) {
-      for (int64_t c = 0; c < stride; ++c) {
-        copy[s * stride + c] = c < channels ? src_n[c * plane + s] : 0.f;
+      __m256 v[8];
+      for (int r = 0; r < 8; ++r) {
+        v[r] = r < rows ? _mm256_loadu_ps(src_n + (c0 + r) * plane + s) : _mm256_setzero_ps();
+      }
+      if (stride == 4) {
+        Transpose4x8Store(reinterpret_cast<const __m256(&)[4]>(v), copy + s * stride, stride);
+      } else {
+        Transpose8x8Store(v, copy + s * stride + c0, stride);
       }
     }
+  }
+  for (int64_t s = s8; s < plane; ++s) {
+    for (int64_t c = 0; c < stride; ++c) {
+      copy[s * stride + c] = c < channels ? src_n[c * plane + s] : 0.f;
+    }
+  }
 }
 
 // kV floats (8, or 4 into the low half with the high half zero).
@@ -224,26 +236,29 @@ __attribute__((target("avx2,fma"), always_inline)) inline void StoreTransposed(
   }
 }
 
-// Forward of all points of batch element n from its copy.
+// Forward of points [p_begin, p_end) of batch element n from `pixels`, its
+// channels-last data (the input itself or a copy; ChannelsLastStride(g.c)
+// floats per pixel), into the output in the layout of g.
 template <int K, int kInterp, int kV>
-__attribute__((target("avx2,fma"))) void SampleElement(const Geometry& g, const float* copy,
-                                                       const float* zeros,
-                                                       const float* __restrict grid,
-                                                       float* __restrict output, int64_t n,
-                                                       SoaTaps<K, kInterp>* st) {
+__attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const float* pixels,
+                                                      const float* zeros,
+                                                      const float* __restrict grid,
+                                                      float* __restrict output, int64_t n,
+                                                      int64_t p_begin, int64_t p_end,
+                                                      SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
   const int64_t channels = g.c, points = g.points;
   const int64_t stride = ChannelsLastStride(channels);
+  const float* copy = pixels;
   // Groups of kG points (a whole 64-byte line of each output row), up to
   // kTile channel vectors at a time.
   constexpr int kG = 16;
   constexpr int kTile = 4;
-  for (int64_t p0 = 0; p0 < points; p0 += ST::kB) {
-    const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, points - p0));
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
+    const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
     for (int b0 = 0; b0 < cnt; b0 += kG) {
       const int valid = std::min(kG, cnt - b0);
-      float* dst = output + n * channels * points + p0 + b0;
       // Each point's taps are loaded once for the kTile vectors of channels.
       for (int64_t c0 = 0; c0 < channels; c0 += kTile * kV) {
         const int vecs = static_cast<int>(std::min<int64_t>(kTile, CeilDiv(channels - c0, kV)));
@@ -253,10 +268,25 @@ __attribute__((target("avx2,fma"))) void SampleElement(const Geometry& g, const 
           LoadPointTaps(st, b0 + j, copy, stride, zeros, &pt);
           for (int v = 0; v < vecs; ++v) tile[v][j] = PointSum<K, kInterp, kV>(pt, c0 + v * kV);
         }
-        for (int v = 0; v < vecs; ++v) {
-          const int64_t c = c0 + v * kV;
-          const int nrows = static_cast<int>(std::min<int64_t>(kV, channels - c));
-          StoreTransposed<kV, kG>(tile[v], dst + c * points, points, nrows, valid);
+        if (g.channels_last) {
+          // Whole vectors (SamplesChannelsLastInPlace: channels % kV == 0).
+          for (int j = 0; j < valid; ++j) {
+            float* dst = output + (n * points + p0 + b0 + j) * channels + c0;
+            for (int v = 0; v < vecs; ++v) {
+              if constexpr (kV == 8) {
+                _mm256_storeu_ps(dst + 8 * v, tile[v][j]);
+              } else {
+                _mm_storeu_ps(dst + 4 * v, _mm256_castps256_ps128(tile[v][j]));
+              }
+            }
+          }
+        } else {
+          float* dst = output + n * channels * points + p0 + b0;
+          for (int v = 0; v < vecs; ++v) {
+            const int64_t c = c0 + v * kV;
+            const int nrows = static_cast<int>(std::min<int64_t>(kV, channels - c));
+            StoreTransposed<kV, kG>(tile[v], dst + c * points, points, nrows, valid);
+          }
         }
       }
     }
@@ -265,47 +295,67 @@ __attribute__((target("avx2,fma"))) void SampleElement(const Geometry& g, const 
 
 template <int K, int kInterp>
 void RunVia(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
-            float* buffer) {
+            int64_t p_begin, int64_t p_end, float* buffer) {
   std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
   const int64_t stride = ChannelsLastStride(g.c);
-  float* copy = buffer;
-  float* zeros = buffer + g.plane * stride;
+  const float* pixels = input + n * g.plane * g.c;
+  float* zeros = buffer;
+  if (!g.channels_last) {
+    float* copy = buffer;
+    CopyToChannelsLast(g, input, n, copy);
+    pixels = copy;
+    zeros = buffer + g.plane * stride;
+  }
   std::fill(zeros, zeros + stride, 0.f);
-  CopyToChannelsLast(g, input, n, 0, g.plane, copy);
   if (stride == 4) {
-    SampleElement<K, kInterp, 4>(g, copy, zeros, grid, output, n, st.get());
+    SamplePoints<K, kInterp, 4>(g, pixels, zeros, grid, output, n, p_begin, p_end, st.get());
   } else {
-    SampleElement<K, kInterp, 8>(g, copy, zeros, grid, output, n, st.get());
+    SamplePoints<K, kInterp, 8>(g, pixels, zeros, grid, output, n, p_begin, p_end, st.get());
   }
 }
 
 template <int K>
 void RunViaK(const Geometry& g, int64_t interpolation, const float* input, const float* grid,
-             float* output, int64_t n, float* buffer) {
+             float* output, int64_t n, int64_t p_begin, int64_t p_end, float* buffer) {
   switch (interpolation) {
     case gs::kBilinear:
-      return RunVia<K, gs::kBilinear>(g, input, grid, output, n, buffer);
+      return RunVia<K, gs::kBilinear>(g, input, grid, output, n, p_begin, p_end, buffer);
     case gs::kNearest:
-      return RunVia<K, gs::kNearest>(g, input, grid, output, n, buffer);
+      return RunVia<K, gs::kNearest>(g, input, grid, output, n, p_begin, p_end, buffer);
     default:
-      return RunVia<K, gs::kBicubic>(g, input, grid, output, n, buffer);
+      return RunVia<K, gs::kBicubic>(g, input, grid, output, n, p_begin, p_end, buffer);
+  }
+}
+
+void Run(const Geometry& g, int64_t interpolation, const float* input, const float* grid,
+         float* output, int64_t n, int64_t p_begin, int64_t p_end, float* buffer) {
+  if (g.k == 2) {
+    RunViaK<2>(g, interpolation, input, grid, output, n, p_begin, p_end, buffer);
+  } else {
+    RunViaK<3>(g, interpolation, input, grid, output, n, p_begin, p_end, buffer);
   }
 }
 
 }  // namespace
 
 int64_t ViaChannelsLastBufferFloats(const Geometry& g) {
-  const int64_t stride = ChannelsLastStride(g.c);
-  return (g.plane + 1) * stride;
+  return (g.plane + 1) * ChannelsLastStride(g.c);
 }
 
 void ForwardViaChannelsLastAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
                                    const float* grid, float* output, int64_t n, float* buffer) {
-  if (g.k == 2) {
-    RunViaK<2>(g, interpolation, input, grid, output, n, buffer);
-  } else {
-    RunViaK<3>(g, interpolation, input, grid, output, n, buffer);
-  }
+  Run(g, interpolation, input, grid, output, n, 0, g.points, buffer);
+}
+
+bool SamplesChannelsLastInPlace(const Geometry& g, int64_t interpolation) {
+  return g.channels_last && (g.c % 8 == 0 || g.c == 4) && Taps(g, interpolation) >= 4;
+}
+
+void ForwardChannelsLastChunkAvx2F32(const Geometry& g, int64_t interpolation,
+                                     const float* input, const float* grid, float* output,
+                                     int64_t n, int64_t p_begin, int64_t p_end) {
+  std::unique_ptr<float[]> zeros(new float[ChannelsLastStride(g.c)]);
+  Run(g, interpolation, input, grid, output, n, p_begin, p_end, zeros.get());
 }
 
 #else  // !GS_CPU_HAVE_AVX2_PATH
@@ -314,6 +364,9 @@ bool ViaChannelsLastPays(const Geometry&, int64_t) { return false; }
 int64_t ViaChannelsLastBufferFloats(const Geometry&) { return 0; }
 void ForwardViaChannelsLastAvx2F32(const Geometry&, int64_t, const float*, const float*, float*,
                                    int64_t, float*) {}
+bool SamplesChannelsLastInPlace(const Geometry&, int64_t) { return false; }
+void ForwardChannelsLastChunkAvx2F32(const Geometry&, int64_t, const float*, const float*,
+                                     float*, int64_t, int64_t, int64_t) {}
 
 #endif  // GS_CPU_HAVE_AVX2_PATH
 
