@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <type_traits>
 
 #include "../common/ffi_contract.h"
@@ -33,8 +34,12 @@ bool ForwardViaChannelsLast(ffi::ThreadPool& pool, const Geometry& g, int64_t in
   const bool busy = g.n >= threads && g.n * 4 >= 3 * threads * CeilDiv(g.n, threads);
   if (!busy || floats * 4 > kMaxCopyBytes) return false;
   ParallelFor(pool, g.n, [&](int64_t n) {
-    std::unique_ptr<float[]> buffer(new float[floats]);
-    ForwardViaChannelsLastAvx2F32(g, interpolation, input, grid, output, n, buffer.get());
+    std::unique_ptr<float[]> buffer(new (std::nothrow) float[floats]);
+    if (buffer != nullptr) {
+      ForwardViaChannelsLastAvx2F32(g, interpolation, input, grid, output, n, buffer.get());
+    } else {  // no memory for the copy: the gather path (the same results)
+      ForwardChunkAvx2F32(g, interpolation, input, grid, output, n, 0, g.points);
+    }
   });
   return true;
 }
