@@ -25,8 +25,7 @@
 
 namespace gs_cpu {
 
-// Whether this CPU has AVX2 and FMA (false on other architectures).
-bool HasAvx2Fma();
+// HasAvx2Fma() is declared in grid_sample_cpu.h.
 
 // Whether the int32 tables can describe this geometry (every plane offset
 // fits in int32).

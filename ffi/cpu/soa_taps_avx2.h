@@ -9,12 +9,6 @@
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_AVX2_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_AVX2_H_
 
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
-#define GS_CPU_HAVE_AVX2_PATH 1
-#else
-#define GS_CPU_HAVE_AVX2_PATH 0
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
