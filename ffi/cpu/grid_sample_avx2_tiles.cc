@@ -142,7 +142,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadChannels(co
   return kV == 8 ? _mm256_loadu_ps(p) : _mm256_zextps128_ps256(_mm_loadu_ps(p));
 }
 
-// The taps of one point: row of each tap in the copy (the zero row when out
+// The taps of one point: row of each tap in the pixels (the zero row when out
 // of range) and the weights, broadcast (2D bicubic: the 4 x and 4 y weights
 // of its separable sum; otherwise one per tap).
 template <int K, int kInterp>
@@ -155,12 +155,12 @@ struct PointTaps {
 
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void LoadPointTaps(
-    const SoaTaps<K, kInterp>* __restrict st, int b, const float* copy, int64_t stride,
+    const SoaTaps<K, kInterp>* __restrict st, int b, const float* pixels, int64_t stride,
     const float* zeros, PointTaps<K, kInterp>* pt) {
   using PT = PointTaps<K, kInterp>;
   for (int t = 0; t < PT::kTaps; ++t) {
     const int32_t o = st->off[t][b];
-    pt->row[t] = o >= 0 ? copy + static_cast<int64_t>(o) * stride : zeros;
+    pt->row[t] = o >= 0 ? pixels + static_cast<int64_t>(o) * stride : zeros;
   }
   if constexpr (PT::kSeparable) {
     for (int i = 0; i < 4; ++i) {
@@ -249,7 +249,6 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
   using ST = SoaTaps<K, kInterp>;
   const int64_t channels = g.c, points = g.points;
   const int64_t stride = ChannelsLastStride(channels);
-  const float* copy = pixels;
   // Groups of kG points (a whole 64-byte line of each output row), up to
   // kTile channel vectors at a time.
   constexpr int kG = 16;
@@ -265,7 +264,7 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
         __m256 tile[kTile][kG];
         for (int j = 0; j < kG; ++j) {
           PointTaps<K, kInterp> pt;
-          LoadPointTaps(st, b0 + j, copy, stride, zeros, &pt);
+          LoadPointTaps(st, b0 + j, pixels, stride, zeros, &pt);
           for (int v = 0; v < vecs; ++v) tile[v][j] = PointSum<K, kInterp, kV>(pt, c0 + v * kV);
         }
         if (g.channels_last) {
