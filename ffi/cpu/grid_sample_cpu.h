@@ -248,10 +248,6 @@ GS_CPU_INLINE void FillTapsFor(const typename Fmt::Storage* grid, int64_t count,
   std::copy(sorted, sorted + n_part, tb->part);
 }
 
-// Fills `tb` for `count` (<= kBlock) points whose coordinates start at
-// `grid` (k values per point, x first). Taps whose index along the last axis
-// (y in 2D, z in 3D) is outside [band_lo, band_hi) count as out of range:
-// the backward uses this to keep a task within the grad_input band it owns.
 // Calls f(kPad, kAlign) with g.padding and g.align_corners as
 // std::integral_constant values (the per-point loops are compiled per pair).
 template <typename F>
@@ -270,50 +266,29 @@ void DispatchPadding(const Geometry& g, F&& f) {
   }
 }
 
-// FillTapsFor for the 6 (padding, align_corners) pairs, compiled for the
-// baseline or, with AVX2 and FMA, for twice the vector width (the same
-// results: no contraction, the same IEEE operations). No lambdas here: they
-// would not inherit the target.
-#define GS_CPU_FILL_TAPS_SWITCH                                                       \
-  switch (g.padding * 2 + (g.align_corners ? 1 : 0)) {                               \
-    case 0: return FillTapsFor<Fmt, K, kInterp, gs::kZeros, false>(GS_FILL_ARGS);     \
-    case 1: return FillTapsFor<Fmt, K, kInterp, gs::kZeros, true>(GS_FILL_ARGS);      \
-    case 2: return FillTapsFor<Fmt, K, kInterp, gs::kBorder, false>(GS_FILL_ARGS);    \
-    case 3: return FillTapsFor<Fmt, K, kInterp, gs::kBorder, true>(GS_FILL_ARGS);     \
-    case 4: return FillTapsFor<Fmt, K, kInterp, gs::kReflection, false>(GS_FILL_ARGS); \
-    default: return FillTapsFor<Fmt, K, kInterp, gs::kReflection, true>(GS_FILL_ARGS); \
-  }
-#define GS_FILL_ARGS grid, count, g, need_grad, tb, band_lo, band_hi
-
-template <typename Fmt, int K, int kInterp>
-void FillTapsBaseline(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
-                      bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb,
-                      int64_t band_lo, int64_t band_hi) {
-  GS_CPU_FILL_TAPS_SWITCH
-}
-
-#if GS_CPU_HAVE_AVX2_PATH
-template <typename Fmt, int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillTapsAvx2(
-    const typename Fmt::Storage* grid, int64_t count, const Geometry& g, bool need_grad,
-    TapBlock<typename Fmt::Compute, K, kInterp>* tb, int64_t band_lo, int64_t band_hi) {
-  GS_CPU_FILL_TAPS_SWITCH
-}
-#endif
-
-#undef GS_FILL_ARGS
-#undef GS_CPU_FILL_TAPS_SWITCH
-
+// Fills `tb` for `count` (<= kBlock) points whose coordinates start at
+// `grid` (k values per point, x first). Taps whose index along the last axis
+// (y in 2D, z in 3D) is outside [band_lo, band_hi) count as out of range:
+// the backward uses this to keep a task within the grad_input band it owns.
+// With AVX2 and FMA, the passes are compiled for twice the vector width: the
+// same results (no contraction, the same IEEE operations). The target is set
+// on the lambda, since lambdas do not inherit their function's.
 template <typename Fmt, int K, int kInterp>
 void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
               bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb,
               int64_t band_lo = 0, int64_t band_hi = std::numeric_limits<int64_t>::max()) {
 #if GS_CPU_HAVE_AVX2_PATH
   if (HasAvx2Fma()) {
-    return FillTapsAvx2<Fmt, K, kInterp>(grid, count, g, need_grad, tb, band_lo, band_hi);
+    return DispatchPadding(g, [&](auto pad, auto align) __attribute__((target("avx2,fma"))) {
+      FillTapsFor<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
+          grid, count, g, need_grad, tb, band_lo, band_hi);
+    });
   }
 #endif
-  FillTapsBaseline<Fmt, K, kInterp>(grid, count, g, need_grad, tb, band_lo, band_hi);
+  DispatchPadding(g, [&](auto pad, auto align) {
+    FillTapsFor<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
+        grid, count, g, need_grad, tb, band_lo, band_hi);
+  });
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
