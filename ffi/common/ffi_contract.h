@@ -19,13 +19,10 @@
 
 namespace gs_ffi {
 
+// The sampling attributes that both targets take, in order.
 template <typename Binding>
-auto BindForward(Binding&& binding) {
-  namespace ffi = xla::ffi;
+auto BindSamplingAttrs(Binding&& binding) {
   return std::forward<Binding>(binding)
-      .template Arg<ffi::AnyBuffer>()  // input
-      .template Arg<ffi::AnyBuffer>()  // grid
-      .template Ret<ffi::AnyBuffer>()  // output
       .template Attr<int64_t>("interpolation")
       .template Attr<int64_t>("padding")
       .template Attr<bool>("align_corners")
@@ -33,17 +30,22 @@ auto BindForward(Binding&& binding) {
 }
 
 template <typename Binding>
+auto BindForward(Binding&& binding) {
+  namespace ffi = xla::ffi;
+  return BindSamplingAttrs(std::forward<Binding>(binding)
+                               .template Arg<ffi::AnyBuffer>()    // input
+                               .template Arg<ffi::AnyBuffer>()    // grid
+                               .template Ret<ffi::AnyBuffer>());  // output
+}
+
+template <typename Binding>
 auto BindBackward(Binding&& binding) {
   namespace ffi = xla::ffi;
-  return std::forward<Binding>(binding)
-      .template Arg<ffi::AnyBuffer>()  // grad_output
-      .template Arg<ffi::AnyBuffer>()  // input
-      .template Arg<ffi::AnyBuffer>()  // grid
-      .RemainingRets()                 // grad_input?, grad_grid?
-      .template Attr<int64_t>("interpolation")
-      .template Attr<int64_t>("padding")
-      .template Attr<bool>("align_corners")
-      .template Attr<bool>("channels_last")
+  return BindSamplingAttrs(std::forward<Binding>(binding)
+                               .template Arg<ffi::AnyBuffer>()  // grad_output
+                               .template Arg<ffi::AnyBuffer>()  // input
+                               .template Arg<ffi::AnyBuffer>()  // grid
+                               .RemainingRets())                // grad_input?, grad_grid?
       .template Attr<bool>("input_mask")
       .template Attr<bool>("grid_mask");
 }
