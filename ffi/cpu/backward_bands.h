@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "grid_sample_cpu.h"
@@ -29,14 +28,23 @@ inline int64_t BandAxisSize(const Geometry& g) { return g.k == 2 ? g.h : g.d; }
 // First index of band b of `bands` over an axis of `size`.
 inline int64_t BandStart(int64_t b, int64_t bands, int64_t size) { return b * size / bands; }
 
+// Points are taken in chunks of kBandChunk within a batch element (shape-only).
+inline constexpr int64_t kBandChunk = int64_t{1} << 16;
+
 // For every (batch element n, band b), the points (indices within n) with a
-// tap in band b, in increasing order: points[begin[n * bands + b] ..
-// begin[n * bands + b + 1]). first / last: per point (n * points + p), its
-// first and last band. A point with no tap in range is listed in band 0 only,
-// so that its (zero) grid gradient is still written.
+// tap in band b, in increasing order, and their coordinates: entries
+// begin[n * bands + b] .. begin[n * bands + b + 1] of `points` (and K values
+// each of `coords`, so that a band's task reads them contiguously).
+// chunk_begin[chunk * bands + b]: the first entry of band b that comes from
+// point chunk `chunk` (n * chunks_per_n + p / kBandChunk). first / last: per
+// point (n * points + p), its first and last band. A point with no tap in
+// range is listed in band 0 only, so that its (zero) grid gradient is still
+// written.
+template <typename S>
 struct BandLists {
   std::vector<int64_t> points;
-  std::vector<int64_t> begin;
+  std::vector<S> coords;
+  std::vector<int64_t> begin, chunk_begin;
   std::vector<uint8_t> first, last;
 };
 
@@ -46,12 +54,13 @@ struct BandLists {
 // point's taps fall in at most two bands.
 template <typename Fmt, int K, int kInterp>
 void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
-                    const typename Fmt::Storage* grid, int64_t bands, BandLists* out) {
+                    const typename Fmt::Storage* grid, int64_t bands,
+                    BandLists<typename Fmt::Storage>* out) {
   using T = typename Fmt::Compute;
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   const int64_t size = BandAxisSize(g);
   const int64_t points = g.points;
-  constexpr int64_t kChunk = int64_t{1} << 16;
+  constexpr int64_t kChunk = kBandChunk;
   const int64_t chunks_per_n = CeilDiv(points, kChunk);
   const int64_t chunks = g.n * chunks_per_n;
   out->first.resize(g.n * points);
@@ -60,18 +69,19 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
   // of the last axis come from FillTaps' vectorized first pass.
   using TB = TapBlock<T, K, kInterp>;
   std::vector<int64_t> counts(chunks * bands, 0);
-  // Band starts, padded to kMaxBands with "never" so that the per-point
-  // loops have a fixed trip count.
-  int64_t starts[kMaxBands];
-  for (int64_t b = 0; b < kMaxBands; ++b) {
-    starts[b] = b < bands ? BandStart(b, bands, size) : std::numeric_limits<int64_t>::max();
+  // The band of every index of the axis.
+  std::vector<uint8_t> band_of(std::max<int64_t>(1, size));
+  for (int64_t b = 0; b < bands; ++b) {
+    std::fill(band_of.begin() + BandStart(b, bands, size),
+              band_of.begin() + BandStart(b + 1, bands, size), static_cast<uint8_t>(b));
   }
   ParallelFor(pool, chunks, [&](int64_t chunk) {
     const int64_t n = chunk / chunks_per_n;
     const int64_t p_begin = (chunk % chunks_per_n) * kChunk;
     const int64_t p_end = std::min(points, p_begin + kChunk);
-    int64_t count[kMaxBands] = {};
+    int64_t count[kMaxBands + 1] = {};
     auto tb = NewTapBlock<TB>();
+    std::vector<int64_t> lo(TB::kBlock), hi(TB::kBlock);
     for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
       const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
       const typename Fmt::Storage* block = grid + (n * points + p0) * K;
@@ -79,31 +89,33 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
         AxisTaps<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
             block, cnt, size, K - 1, tb.get());
       });
+      // The lowest and highest in-range tap (index 0 for both when none).
+      for (int64_t b = 0; b < cnt; ++b) {
+        int64_t l = size, h = -1;
+        for (int i = 0; i < kT1; ++i) {
+          const int64_t idx = tb->aidx[K - 1][i][b];
+          l = std::min(l, idx >= 0 ? idx : size);
+          h = std::max(h, idx);
+        }
+        lo[b] = h < 0 ? 0 : l;
+        hi[b] = h < 0 ? 0 : h;
+      }
       uint8_t* first = out->first.data() + n * points + p0;
       uint8_t* last = out->last.data() + n * points + p0;
       for (int64_t b = 0; b < cnt; ++b) {
-        int64_t lo = size, hi = -1;
-        for (int i = 0; i < kT1; ++i) {
-          const int64_t idx = tb->aidx[K - 1][i][b];
-          lo = std::min(lo, idx >= 0 ? idx : size);
-          hi = std::max(hi, idx);
-        }
-        lo = hi < 0 ? 0 : lo;
-        hi = hi < 0 ? 0 : hi;
-        int bf = 0, bl = 0;  // the bands of lo and hi: the last start <= each
-        for (int k = 1; k < kMaxBands; ++k) {
-          bf += lo >= starts[k] ? 1 : 0;
-          bl += hi >= starts[k] ? 1 : 0;
-        }
-        first[b] = static_cast<uint8_t>(bf);
-        last[b] = static_cast<uint8_t>(bl);
-        for (int k = 0; k < kMaxBands; ++k) count[k] += (bf <= k) & (k <= bl) ? 1 : 0;
+        const uint8_t bf = band_of[lo[b]], bl = band_of[hi[b]];
+        first[b] = bf;
+        last[b] = bl;
+        ++count[bf];
+        // A second band (bl = bf + 1) or none (counted in the spare slot).
+        ++count[bl != bf ? bl : kMaxBands];
       }
     }
     std::copy(count, count + bands, counts.data() + chunk * bands);
   });
   // Offsets in (n, band, chunk) order.
-  std::vector<int64_t> cursor(chunks * bands);
+  std::vector<int64_t>& cursor = out->chunk_begin;
+  cursor.resize(chunks * bands);
   out->begin.assign(g.n * bands + 1, 0);
   int64_t pos = 0;
   for (int64_t n = 0; n < g.n; ++n) {
@@ -118,15 +130,22 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
   }
   out->begin[g.n * bands] = pos;
   out->points.resize(pos);
-  // Pass 2: each chunk writes its points into its slots of the lists.
+  out->coords.resize(pos * K);
+  // Pass 2: each chunk writes its points and their coordinates into its
+  // slots of the lists.
   ParallelFor(pool, chunks, [&](int64_t chunk) {
     const int64_t n = chunk / chunks_per_n;
     const int64_t p_begin = (chunk % chunks_per_n) * kChunk;
     const int64_t p_end = std::min(points, p_begin + kChunk);
-    int64_t* next = cursor.data() + chunk * bands;
+    int64_t next[kMaxBands];
+    std::copy(cursor.begin() + chunk * bands, cursor.begin() + (chunk + 1) * bands, next);
     for (int64_t p = p_begin; p < p_end; ++p) {
       const int64_t q = n * points + p;
-      for (int64_t b = out->first[q]; b <= out->last[q]; ++b) out->points[next[b]++] = p;
+      for (int64_t b = out->first[q]; b <= out->last[q]; ++b) {
+        const int64_t e = next[b]++;
+        out->points[e] = p;
+        for (int a = 0; a < K; ++a) out->coords[e * K + a] = grid[q * K + a];
+      }
     }
   });
 }

@@ -36,8 +36,8 @@ struct BackwardPlan {
 // every channel block recomputes the taps of all its points, while bands
 // split the points (only those straddling two bands are done twice). Bands
 // are at least one tap span (taps_per_axis) tall, so a point's taps fall in
-// at most two of them.
-inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis) {
+// at most two of them. coord_bytes: the size of a point's coordinates.
+inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis, int64_t coord_bytes) {
   constexpr int64_t kTargetTasks = 8;
   BackwardPlan p;
   const int64_t n = std::max<int64_t>(1, g.n);
@@ -45,8 +45,9 @@ inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis) {
       std::clamp<int64_t>(BandAxisSize(g) / taps_per_axis, 1, kMaxBands);
   p.bands = std::clamp<int64_t>(CeilDiv(kTargetTasks, n), 1, max_bands);
   p.bands = std::min<int64_t>(p.bands, std::max<int64_t>(1, g.points / 1024));
-  // The band lists take about 10 bytes a point: keep them under 1 GiB.
-  if (g.n * g.points > (int64_t{1} << 30) / 10) p.bands = 1;
+  // The band lists take about 10 bytes a point plus its coordinates: keep
+  // them under 1 GiB.
+  if (g.n * g.points > (int64_t{1} << 30) / (10 + coord_bytes)) p.bands = 1;
   const int64_t max_blocks = std::max<int64_t>(1, CeilDiv(g.c, 8));  // >= 8 channels a block
   p.nblocks = std::clamp<int64_t>(CeilDiv(kTargetTasks, n * p.bands), 1, max_blocks);
   p.cblock = std::max<int64_t>(1, CeilDiv(g.c, p.nblocks));
@@ -78,17 +79,17 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   }
   if (n_batch == 0) return;
 
-  // Accumulates channels [c_begin, c_end) of `count` points of batch element
-  // n -- list[j] if `list` is given, else p_begin + j -- using only the taps
-  // whose last-axis index is in [band_lo, band_hi): scatter into gi_buf (if
-  // given) and grid-gradient sums handed to write_grid(p, axis, value).
+  // Accumulates channels [c_begin, c_end) of `count` points j of batch
+  // element n -- point list[j] with coordinates list_coords[j * K ..] if
+  // `list` is given, else point p_begin + j -- using only the taps whose
+  // last-axis index is in [band_lo, band_hi): scatter into gi_buf (if given)
+  // and grid-gradient sums handed to write_grid(j, point, axis, value).
   auto process = [&](int64_t n, int64_t c_begin, int64_t c_end, const int64_t* list,
-                     int64_t p_begin, int64_t count, int64_t band_lo, int64_t band_hi,
-                     T* gi_buf, bool want_grid, auto&& write_grid) {
+                     const S* list_coords, int64_t p_begin, int64_t count, int64_t band_lo,
+                     int64_t band_hi, T* gi_buf, bool want_grid, auto&& write_grid) {
     auto tb = NewTapBlock<TB>();
     const bool grad = want_grid && need_gg;
     std::unique_ptr<int64_t[]> pidx(new int64_t[kBlock]);
-    std::unique_ptr<S[]> coords(list != nullptr ? new S[kBlock * K] : nullptr);
     std::unique_ptr<T[]> gacc(grad ? new T[kBlock * K] : nullptr);
     // Per-tap channel sums of the row form (see below).
     std::unique_ptr<T[]> acc(kRows && grad ? new T[kBlock * kTaps] : nullptr);
@@ -98,11 +99,8 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       const int64_t cnt = std::min(kBlock, count - j0);
       const S* block_grid;
       if (list != nullptr) {
-        for (int64_t b = 0; b < cnt; ++b) {
-          pidx[b] = list[j0 + b];
-          for (int a = 0; a < K; ++a) coords[b * K + a] = grid_n[pidx[b] * K + a];
-        }
-        block_grid = coords.get();
+        for (int64_t b = 0; b < cnt; ++b) pidx[b] = list[j0 + b];
+        block_grid = list_coords + j0 * K;
       } else {
         for (int64_t b = 0; b < cnt; ++b) pidx[b] = p_begin + j0 + b;
         block_grid = grid_n + (p_begin + j0) * K;
@@ -263,7 +261,9 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       }
       if (grad) {
         for (int64_t b = 0; b < cnt; ++b)
-          for (int a = 0; a < K; ++a) write_grid(pidx[b], a, gacc[b * K + a] * tb->dmult[b][a]);
+          for (int a = 0; a < K; ++a) {
+            write_grid(j0 + b, pidx[b], a, gacc[b * K + a] * tb->adm[a][b]);
+          }
       }
     }
   };
@@ -278,18 +278,18 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       const int64_t n = chunk / chunks_per_n;
       const int64_t p_begin = (chunk % chunks_per_n) * pts;
       const int64_t p_end = std::min(points, p_begin + pts);
-      auto write = [&](int64_t p, int a, T v) {
+      auto write = [&](int64_t, int64_t p, int a, T v) {
         grad_grid[(n * points + p) * K + a] = Fmt::Store(v);
       };
-      process(n, 0, channels, nullptr, p_begin, p_end - p_begin, 0, band_axis, nullptr, true,
-              write);
+      process(n, 0, channels, nullptr, nullptr, p_begin, p_end - p_begin, 0, band_axis, nullptr,
+              true, write);
     });
     return;
   }
 
-  const BackwardPlan plan = PlanBackward(g, kT1);
+  const BackwardPlan plan = PlanBackward(g, kT1, K * sizeof(S));
   const int64_t bands = plan.bands;
-  BandLists lists;
+  BandLists<S> lists;
   if (bands > 1) BuildBandLists<Fmt, K, kInterp>(pool, g, grid, bands, &lists);
 
   // grad_input is accumulated in place, or in a compute-type buffer for the
@@ -298,12 +298,13 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   const int64_t gi_size = n_batch * channels * plane;
   std::unique_ptr<T[]> owned(kDirect ? nullptr : new T[std::max<int64_t>(1, gi_size)]);
   T* gi_acc = kDirect ? reinterpret_cast<T*>(grad_input) : owned.get();
-  // Grid-gradient partials per (channel block, band slot) unless there is
-  // one block and one band: slot 0 for a point's first band, 1 for its second.
-  const int64_t slots = bands > 1 ? 2 : 1;
+  // Grid-gradient partials per (channel block, entry) unless there is one
+  // block and one band. Entries: those of the band lists, else the points.
+  const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size())
+                                    : n_batch * points;
   const bool split_grid = need_gg && (plan.nblocks > 1 || bands > 1);
   std::unique_ptr<T[]> gpart(
-      split_grid ? new T[plan.nblocks * slots * std::max<int64_t>(1, grid_size)] : nullptr);
+      split_grid ? new T[plan.nblocks * std::max<int64_t>(1, entries * K)] : nullptr);
 
   const int64_t spatial_per_band_row = K == 2 ? g.w : g.h * g.w;
   ParallelFor(pool, n_batch * plan.nblocks * bands, [&](int64_t task) {
@@ -329,26 +330,28 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       }
     }
     const int64_t* list = nullptr;
-    int64_t count = points;
+    const S* list_coords = nullptr;
+    int64_t count = points, first_entry = n * points;
     if (bands > 1) {
-      list = lists.points.data() + lists.begin[n * bands + band];
-      count = lists.begin[n * bands + band + 1] - lists.begin[n * bands + band];
+      first_entry = lists.begin[n * bands + band];
+      list = lists.points.data() + first_entry;
+      list_coords = lists.coords.data() + first_entry * K;
+      count = lists.begin[n * bands + band + 1] - first_entry;
     }
     if (!need_gg) {
-      process(n, c_begin, c_end, list, 0, count, band_lo, band_hi, gi_acc, false,
-              [](int64_t, int, T) {});
+      process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, gi_acc, false,
+              [](int64_t, int64_t, int, T) {});
     } else if (!split_grid) {
-      auto write = [&](int64_t p, int a, T v) {
+      auto write = [&](int64_t, int64_t p, int a, T v) {
         grad_grid[(n * points + p) * K + a] = Fmt::Store(v);
       };
-      process(n, c_begin, c_end, list, 0, count, band_lo, band_hi, gi_acc, true, write);
+      process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, gi_acc, true,
+              write);
     } else {
-      auto write = [&](int64_t p, int a, T v) {
-        const int64_t q = n * points + p;
-        const int64_t slot = (bands > 1 && lists.first[q] != band) ? 1 : 0;
-        gpart[(blk * slots + slot) * grid_size + q * K + a] = v;
-      };
-      process(n, c_begin, c_end, list, 0, count, band_lo, band_hi, gi_acc, true, write);
+      T* part = gpart.get() + (blk * entries + first_entry) * K;
+      auto write = [&](int64_t j, int64_t, int a, T v) { part[j * K + a] = v; };
+      process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, gi_acc, true,
+              write);
     }
   });
 
@@ -361,20 +364,44 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       for (int64_t i = i0; i < i1; ++i) grad_input[i] = Fmt::Store(gi_acc[i]);
     });
   }
-  if (split_grid) {
+  if (split_grid && bands == 1) {
+    // Entries are points: add the blocks' partials in block order.
     ParallelFor(pool, CeilDiv(grid_size, kReduceChunk), [&](int64_t chunk) {
       const int64_t i0 = chunk * kReduceChunk;
       const int64_t i1 = std::min(grid_size, i0 + kReduceChunk);
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t q = i / K;
-        const bool straddles = bands > 1 && lists.first[q] != lists.last[q];
-        T sum = T(0);
-        for (int64_t b = 0; b < plan.nblocks; ++b) {
-          const T* part = gpart.get() + b * slots * grid_size;
-          const T block_sum = straddles ? part[i] + part[grid_size + i] : part[i];
-          sum = b == 0 ? block_sum : sum + block_sum;
-        }
+        T sum = gpart[i];
+        for (int64_t b = 1; b < plan.nblocks; ++b) sum = sum + gpart[b * grid_size + i];
         grad_grid[i] = Fmt::Store(sum);
+      }
+    });
+  } else if (split_grid) {
+    // Per point, in point order: its entry in its first band plus, if it
+    // straddles, its entry in the next band, per block, added in block
+    // order. Each point chunk starts from its own entries of every band
+    // (chunk_begin) and takes them in order, as the lists were built.
+    const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
+    ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
+      const int64_t n = chunk / chunks_per_n;
+      const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
+      const int64_t p_end = std::min(points, p_begin + kBandChunk);
+      int64_t next[kMaxBands];
+      std::copy(lists.chunk_begin.begin() + chunk * bands,
+                lists.chunk_begin.begin() + (chunk + 1) * bands, next);
+      for (int64_t p = p_begin; p < p_end; ++p) {
+        const int64_t q = n * points + p;
+        const int bf = lists.first[q], bl = lists.last[q];
+        const int64_t e0 = next[bf]++;
+        const int64_t e1 = bl != bf ? next[bl]++ : -1;
+        for (int a = 0; a < K; ++a) {
+          T sum = T(0);
+          for (int64_t b = 0; b < plan.nblocks; ++b) {
+            const T* part = gpart.get() + b * entries * K;
+            const T block_sum = e1 >= 0 ? part[e0 * K + a] + part[e1 * K + a] : part[e0 * K + a];
+            sum = b == 0 ? block_sum : sum + block_sum;
+          }
+          grad_grid[q * K + a] = Fmt::Store(sum);
+        }
       }
     });
   }

@@ -85,7 +85,8 @@ struct TapBlock {
   static constexpr int kTaps = K == 2 ? kT1 * kT1 : kT1 * kT1 * kT1;
   static constexpr int kBlock = std::clamp(8192 / kTaps, 16, 2048);
   // Pass 1 of FillTaps, per axis a, tap i, point b: index (-1: out of
-  // range), weight, its derivative, and the coordinate chain factor.
+  // range), weight, its derivative, and the coordinate chain factor
+  // d(padded coordinate)/d(normalized coordinate).
   int64_t aidx[K][kT1][kBlock];
   T aw[K][kT1][kBlock];
   T adw[K][kT1][kBlock];
@@ -94,7 +95,6 @@ struct TapBlock {
   int64_t off[kBlock][kTaps];
   T w[kBlock][kTaps];
   T gw[kBlock][K][kTaps];  // d(weight)/d(padded coordinate of axis a)
-  T dmult[kBlock][K];      // d(padded coordinate)/d(normalized coordinate)
   int ntaps[kBlock];       // in-range taps of each point
   int full[kBlock];        // points with all kTaps taps in range, x-runs contiguous
   int part[kBlock];        // the other points, by increasing tap count
@@ -202,9 +202,6 @@ GS_CPU_INLINE void FillTapsFor(const typename Fmt::Storage* grid, int64_t count,
           }
         }
       }
-    }
-    if (need_grad) {
-      for (int a = 0; a < K; ++a) tb->dmult[b][a] = tb->adm[a][b];
     }
   }
   // Full: every tap in range and each x-run of kT1 taps contiguous in memory
