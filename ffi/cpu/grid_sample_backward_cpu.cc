@@ -381,6 +381,10 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
     // order. Each point chunk starts from its own entries of every band
     // (chunk_begin) and takes them in order, as the lists were built.
     const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
+    const int64_t nblocks = plan.nblocks, block_stride = entries * K;
+    const T* parts = gpart.get();
+    const uint8_t* first = lists.first.data();
+    const uint8_t* last = lists.last.data();
     ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
       const int64_t n = chunk / chunks_per_n;
       const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
@@ -388,17 +392,15 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       int64_t next[kMaxBands];
       std::copy(lists.chunk_begin.begin() + chunk * bands,
                 lists.chunk_begin.begin() + (chunk + 1) * bands, next);
-      for (int64_t p = p_begin; p < p_end; ++p) {
-        const int64_t q = n * points + p;
-        const int bf = lists.first[q], bl = lists.last[q];
-        const int64_t e0 = next[bf]++;
-        const int64_t e1 = bl != bf ? next[bl]++ : -1;
+      for (int64_t q = n * points + p_begin; q < n * points + p_end; ++q) {
+        const int bf = first[q], bl = last[q];
+        const T* e0 = parts + next[bf]++ * K;
+        const T* e1 = bl != bf ? parts + next[bl]++ * K : nullptr;
         for (int a = 0; a < K; ++a) {
-          T sum = T(0);
-          for (int64_t b = 0; b < plan.nblocks; ++b) {
-            const T* part = gpart.get() + b * entries * K;
-            const T block_sum = e1 >= 0 ? part[e0 * K + a] + part[e1 * K + a] : part[e0 * K + a];
-            sum = b == 0 ? block_sum : sum + block_sum;
+          T sum = e1 != nullptr ? e0[a] + e1[a] : e0[a];
+          for (int64_t b = 1; b < nblocks; ++b) {
+            const T* b0 = e0 + b * block_stride;
+            sum = sum + (e1 != nullptr ? b0[a] + e1[b * block_stride + a] : b0[a]);
           }
           grad_grid[q * K + a] = Fmt::Store(sum);
         }
