@@ -127,10 +127,11 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           // and folded with the weight derivatives once per point below.
           using Row = TapRow<T, kT1>;
           if (grad) std::fill(acc.get(), acc.get() + cnt * kTaps, T(0));
-          // Which of the two results this task computes, as constants.
-          // Channels c0 .. c0 + kG - 1 (kG = 1 or 2: two channels share the
-          // loads of the point's tables and of its sums); which of the two
-          // results this task computes, as constants.
+          // Channels c0 .. c0 + kG - 1 (kG = 1 to 4: the channels of a group
+          // share the loads of the point's tables and of its sums; each
+          // channel is added to the sums in channel order, whatever the
+          // grouping); which of the two results this task computes, as
+          // constants.
           auto rows = [&](auto with_gi, auto with_grad, auto group, int64_t c0) {
             constexpr int kG = decltype(group)::value;
             const S* go[kG];
@@ -189,10 +190,15 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           };
           auto all_channels = [&](auto with_gi, auto with_grad) {
             int64_t c = c_begin;
-            for (; c + 2 <= c_end; c += 2) {
-              rows(with_gi, with_grad, std::integral_constant<int, 2>{}, c);
+            for (; c + 4 <= c_end; c += 4) {
+              rows(with_gi, with_grad, std::integral_constant<int, 4>{}, c);
             }
-            if (c < c_end) rows(with_gi, with_grad, std::integral_constant<int, 1>{}, c);
+            switch (c_end - c) {
+              case 3: return rows(with_gi, with_grad, std::integral_constant<int, 3>{}, c);
+              case 2: return rows(with_gi, with_grad, std::integral_constant<int, 2>{}, c);
+              case 1: return rows(with_gi, with_grad, std::integral_constant<int, 1>{}, c);
+              default: return;
+            }
           };
           if (gi_buf != nullptr && grad) {
             all_channels(std::true_type{}, std::true_type{});
