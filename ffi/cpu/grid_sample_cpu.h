@@ -175,44 +175,49 @@ GS_CPU_INLINE void FillTapsFor(const typename Fmt::Storage* grid, int64_t count,
     }
   }
   // Pass 2: per point, the tensor product of the axes' taps, in tap order;
-  // out-of-range taps get offset -1.
+  // out-of-range taps get offset -1. Full points: every tap in range and
+  // each x-run of kT1 taps contiguous in memory (bicubic border / reflection
+  // taps may repeat near the edges). The others get their in-range taps
+  // moved to the front, order kept.
   constexpr int kTz = K == 3 ? kT1 : 1;
   const int64_t h = g.h, w = g.w;
+  int n_full = 0, n_part = 0;
   for (int64_t b = 0; b < count; ++b) {
+    int64_t ix[kT1], iy[kT1], iz[kTz];
+    T wx[kT1], wy[kT1], wz[kTz];
+    for (int i = 0; i < kT1; ++i) {
+      ix[i] = tb->aidx[0][i][b];
+      iy[i] = tb->aidx[1][i][b];
+      wx[i] = tb->aw[0][i][b];
+      wy[i] = tb->aw[1][i][b];
+    }
+    for (int l = 0; l < kTz; ++l) {
+      iz[l] = K == 3 ? tb->aidx[K - 1][l][b] : int64_t{0};
+      wz[l] = K == 3 ? tb->aw[K - 1][l][b] : T(1);
+    }
+    bool full = ix[0] >= 0;
+    for (int i = 1; i < kT1; ++i) full &= ix[i] == ix[0] + i;
+    for (int j = 0; j < kT1; ++j) full &= iy[j] >= 0;
+    for (int l = 0; l < kTz; ++l) full &= iz[l] >= 0;
     for (int l = 0; l < kTz; ++l) {
       for (int j = 0; j < kT1; ++j) {
         for (int i = 0; i < kT1; ++i) {
           const int t = (l * kT1 + j) * kT1 + i;
-          const int64_t ix = tb->aidx[0][i][b], iy = tb->aidx[1][j][b];
-          const int64_t iz = K == 3 ? tb->aidx[K - 1][l][b] : int64_t{0};
-          const T wx = tb->aw[0][i][b], wy = tb->aw[1][j][b];
-          const T wz = K == 3 ? tb->aw[K - 1][l][b] : T(1);
-          const bool valid = (ix >= 0) & (iy >= 0) & (iz >= 0);
-          tb->off[b][t] = valid ? (iz * h + iy) * w + ix : int64_t{-1};
-          tb->w[b][t] = K == 3 ? wx * wy * wz : wx * wy;
+          const bool valid = (ix[i] >= 0) & (iy[j] >= 0) & (iz[l] >= 0);
+          tb->off[b][t] = valid ? (iz[l] * h + iy[j]) * w + ix[i] : int64_t{-1};
+          tb->w[b][t] = K == 3 ? wx[i] * wy[j] * wz[l] : wx[i] * wy[j];
           if (need_grad) {
             if (K == 3) {
-              tb->gw[b][0][t] = tb->adw[0][i][b] * wy * wz;
-              tb->gw[b][1][t] = wx * tb->adw[1][j][b] * wz;
-              tb->gw[b][K - 1][t] = wx * wy * tb->adw[K - 1][l][b];
+              tb->gw[b][0][t] = tb->adw[0][i][b] * wy[j] * wz[l];
+              tb->gw[b][1][t] = wx[i] * tb->adw[1][j][b] * wz[l];
+              tb->gw[b][K - 1][t] = wx[i] * wy[j] * tb->adw[K - 1][l][b];
             } else {
-              tb->gw[b][0][t] = tb->adw[0][i][b] * wy;
-              tb->gw[b][1][t] = wx * tb->adw[1][j][b];
+              tb->gw[b][0][t] = tb->adw[0][i][b] * wy[j];
+              tb->gw[b][1][t] = wx[i] * tb->adw[1][j][b];
             }
           }
         }
       }
-    }
-  }
-  // Full: every tap in range and each x-run of kT1 taps contiguous in memory
-  // (bicubic border / reflection taps may repeat near the edges). The others
-  // get their in-range taps moved to the front, order kept.
-  int n_full = 0, n_part = 0;
-  for (int64_t b = 0; b < count; ++b) {
-    bool full = true;
-    for (int r = 0; r < kTaps; r += kT1) {
-      full &= tb->off[b][r] >= 0;
-      for (int i = 1; i < kT1; ++i) full &= tb->off[b][r + i] == tb->off[b][r] + i;
     }
     if (full) {
       tb->ntaps[b] = kTaps;
