@@ -48,6 +48,32 @@ struct BandLists {
   std::vector<uint8_t> first, last;
 };
 
+// Calls f(q, p, e0, e1) for every point p of point chunk `chunk` in order
+// (q = n * points + p): e0 is its entry in its first band, e1 its entry in
+// its second band or -1. Needs chunk_begin, first and last (the entries
+// themselves may still be unwritten): both the list building and the
+// readers of per-entry results walk the lists this way.
+template <typename S, typename F>
+void ForEachEntry(const BandLists<S>& lists, int64_t points, int64_t bands, int64_t chunk,
+                  F&& f) {
+  const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
+  const int64_t n = chunk / chunks_per_n;
+  const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
+  const int64_t p_end = std::min(points, p_begin + kBandChunk);
+  int64_t next[kMaxBands];
+  std::copy(lists.chunk_begin.begin() + chunk * bands,
+            lists.chunk_begin.begin() + (chunk + 1) * bands, next);
+  const uint8_t* first = lists.first.data();
+  const uint8_t* last = lists.last.data();
+  for (int64_t p = p_begin; p < p_end; ++p) {
+    const int64_t q = n * points + p;
+    const int bf = first[q], bl = last[q];
+    const int64_t e0 = next[bf]++;
+    const int64_t e1 = bl != bf ? next[bl]++ : -1;
+    f(q, p, e0, e1);
+  }
+}
+
 // Builds the lists from the taps of the last axis (computed by FillTaps'
 // own first pass, so both agree on every index). Requires
 // 1 < bands <= kMaxBands, each band at least one tap span tall, so that a
@@ -60,8 +86,7 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   const int64_t size = BandAxisSize(g);
   const int64_t points = g.points;
-  constexpr int64_t kChunk = kBandChunk;
-  const int64_t chunks_per_n = CeilDiv(points, kChunk);
+  const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
   const int64_t chunks = g.n * chunks_per_n;
   out->first.resize(g.n * points);
   out->last.resize(g.n * points);
@@ -77,8 +102,8 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
   }
   ParallelFor(pool, chunks, [&](int64_t chunk) {
     const int64_t n = chunk / chunks_per_n;
-    const int64_t p_begin = (chunk % chunks_per_n) * kChunk;
-    const int64_t p_end = std::min(points, p_begin + kChunk);
+    const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
+    const int64_t p_end = std::min(points, p_begin + kBandChunk);
     int64_t count[kMaxBands + 1] = {};
     auto tb = NewTapBlock<TB>();
     std::vector<int64_t> lo(TB::kBlock), hi(TB::kBlock);
@@ -134,19 +159,14 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
   // Pass 2: each chunk writes its points and their coordinates into its
   // slots of the lists.
   ParallelFor(pool, chunks, [&](int64_t chunk) {
-    const int64_t n = chunk / chunks_per_n;
-    const int64_t p_begin = (chunk % chunks_per_n) * kChunk;
-    const int64_t p_end = std::min(points, p_begin + kChunk);
-    int64_t next[kMaxBands];
-    std::copy(cursor.begin() + chunk * bands, cursor.begin() + (chunk + 1) * bands, next);
-    for (int64_t p = p_begin; p < p_end; ++p) {
-      const int64_t q = n * points + p;
-      for (int64_t b = out->first[q]; b <= out->last[q]; ++b) {
-        const int64_t e = next[b]++;
+    ForEachEntry(*out, points, bands, chunk, [&](int64_t q, int64_t p, int64_t e0, int64_t e1) {
+      auto put = [&](int64_t e) {
         out->points[e] = p;
         for (int a = 0; a < K; ++a) out->coords[e * K + a] = grid[q * K + a];
-      }
-    }
+      };
+      put(e0);
+      if (e1 >= 0) put(e1);
+    });
   });
 }
 

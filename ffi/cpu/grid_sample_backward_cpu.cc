@@ -384,33 +384,22 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   } else if (split_grid) {
     // Per point, in point order: its entry in its first band plus, if it
     // straddles, its entry in the next band, per block, added in block
-    // order. Each point chunk starts from its own entries of every band
-    // (chunk_begin) and takes them in order, as the lists were built.
-    const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
+    // order.
     const int64_t nblocks = plan.nblocks, block_stride = entries * K;
     const T* parts = gpart.get();
-    const uint8_t* first = lists.first.data();
-    const uint8_t* last = lists.last.data();
-    ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
-      const int64_t n = chunk / chunks_per_n;
-      const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
-      const int64_t p_end = std::min(points, p_begin + kBandChunk);
-      int64_t next[kMaxBands];
-      std::copy(lists.chunk_begin.begin() + chunk * bands,
-                lists.chunk_begin.begin() + (chunk + 1) * bands, next);
-      for (int64_t q = n * points + p_begin; q < n * points + p_end; ++q) {
-        const int bf = first[q], bl = last[q];
-        const T* e0 = parts + next[bf]++ * K;
-        const T* e1 = bl != bf ? parts + next[bl]++ * K : nullptr;
+    ParallelFor(pool, n_batch * CeilDiv(points, kBandChunk), [&](int64_t chunk) {
+      ForEachEntry(lists, points, bands, chunk, [&](int64_t q, int64_t, int64_t e0, int64_t e1) {
+        const T* p0 = parts + e0 * K;
+        const T* p1 = e1 >= 0 ? parts + e1 * K : nullptr;
         for (int a = 0; a < K; ++a) {
-          T sum = e1 != nullptr ? e0[a] + e1[a] : e0[a];
+          T sum = p1 != nullptr ? p0[a] + p1[a] : p0[a];
           for (int64_t b = 1; b < nblocks; ++b) {
-            const T* b0 = e0 + b * block_stride;
-            sum = sum + (e1 != nullptr ? b0[a] + e1[b * block_stride + a] : b0[a]);
+            const T* b0 = p0 + b * block_stride;
+            sum = sum + (p1 != nullptr ? b0[a] + p1[b * block_stride + a] : b0[a]);
           }
           grad_grid[q * K + a] = Fmt::Store(sum);
         }
-      }
+      });
     });
   }
 }
