@@ -172,14 +172,15 @@ GS_HOST_DEVICE inline T Pad(T u, int64_t size, int64_t padding,
 // size <= INT32_MAX (kernels that batch points use it to vectorize).
 template <typename I = int64_t, typename T>
 GS_HOST_DEVICE inline I TapIndex(T x, int64_t size) {
-  const bool in = (x >= T(0)) & (x <= T(size - 1));  // false for NaN
-  const I i = static_cast<I>(in ? x : T(0));
   if constexpr (sizeof(I) < sizeof(int64_t)) {
-    // Selects only (no `&&`-like control flow), so that loops over points
-    // vectorize; size fits I (see above).
-    const I lim = in ? static_cast<I>(size) : I(0);
-    return i < lim ? i : I(-1);
+    // Float selects only (no `&&`-like control flow, no bool masks), so that
+    // loops over points vectorize in 32-bit lanes; size fits I (see above).
+    const T lo = x >= T(0) ? x : T(-1);  // -1 for NaN
+    const I i = static_cast<I>(lo <= T(size - 1) ? lo : T(-1));
+    return i < static_cast<I>(size) ? i : I(-1);  // T(size - 1) may round up
   } else {
+    const bool in = (x >= T(0)) & (x <= T(size - 1));  // false for NaN
+    const I i = static_cast<I>(in ? x : T(0));
     // This form keeps the scalar (per-point) code branch-free.
     return (in & (static_cast<int64_t>(i) < size)) ? i : I(-1);
   }
