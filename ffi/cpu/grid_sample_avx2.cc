@@ -14,6 +14,7 @@
 
 #include "../common/grid_sample_math.h"
 #include "grid_sample_cpu.h"
+#include "output_store_avx2.h"
 #include "soa_taps_avx2.h"
 
 namespace gs_cpu {
@@ -139,7 +140,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 GatherDot(
 template <int kV, int kTaps>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelBlock(
     const float* const* rows, const float* wts, const int* parity, int nt, int64_t c,
-    float* dst) {
+    float* dst, bool stream) {
   __m256 acc[2][kV];
   for (int u = 0; u < kV; ++u) acc[0][u] = acc[1][u] = _mm256_setzero_ps();
   for (int t = 0; t < nt; ++t) {
@@ -150,8 +151,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelBlock(
     }
   }
   for (int u = 0; u < kV; ++u) {
-    _mm256_storeu_ps(dst + c + 8 * u,
-                     kTaps == 1 ? acc[0][u] : _mm256_add_ps(acc[0][u], acc[1][u]));
+    StoreOutput(dst + c + 8 * u, kTaps == 1 ? acc[0][u] : _mm256_add_ps(acc[0][u], acc[1][u]),
+                stream);
   }
 }
 
@@ -166,6 +167,7 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
   using ST = SoaTaps<K, kInterp>;
   constexpr int kTaps = ST::kTaps;
   const int64_t channels = g.c, points = g.points, plane = g.plane;
+  const bool stream = StreamsOutput(g);
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
@@ -200,8 +202,8 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
                                  _mm256_add_ps(_mm256_add_ps(pv[0], pv[1]),
                                                _mm256_add_ps(pv[2], pv[3])));
           }
-          _mm256_storeu_ps(dst + c, _mm256_add_ps(_mm256_add_ps(q[0], q[1]),
-                                                  _mm256_add_ps(q[2], q[3])));
+          StoreOutput(dst + c, _mm256_add_ps(_mm256_add_ps(q[0], q[1]), _mm256_add_ps(q[2], q[3])),
+                      stream);
         }
         for (int64_t c = c8; c < channels; ++c) {
           float q[4];
@@ -226,10 +228,10 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
         for (int b = 0; b < cnt16; b += 16) {
           const __m256 a0 = GatherDot(src, st, b);
           const __m256 a1 = GatherDot(src, st, b + 8);
-          _mm256_storeu_ps(dst + b, a0);
-          _mm256_storeu_ps(dst + b + 8, a1);
+          StoreOutput(dst + b, a0, stream);
+          StoreOutput(dst + b + 8, a1, stream);
         }
-        if (cnt16 < cnt8) _mm256_storeu_ps(dst + cnt16, GatherDot(src, st, cnt16));
+        if (cnt16 < cnt8) StoreOutput(dst + cnt16, GatherDot(src, st, cnt16), stream);
         if (cnt8 < cnt) {
           // Tail: the tables are padded to a multiple of 8; masked store.
           alignas(32) int32_t lane[8];
@@ -272,8 +274,8 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
           parity[nt++] = t & 1;
         }
         int64_t c = 0;
-        for (; c < c32; c += 32) ChannelBlock<4, kTaps>(rows, wts, parity, nt, c, dst);
-        for (; c < c8; c += 8) ChannelBlock<1, kTaps>(rows, wts, parity, nt, c, dst);
+        for (; c < c32; c += 32) ChannelBlock<4, kTaps>(rows, wts, parity, nt, c, dst, stream);
+        for (; c < c8; c += 8) ChannelBlock<1, kTaps>(rows, wts, parity, nt, c, dst, stream);
         for (; c < channels; ++c) {
           float a[2] = {0.f, 0.f};
           for (int t = 0; t < nt; ++t) a[parity[t]] = std::fma(wts[t], rows[t][c], a[parity[t]]);
@@ -282,6 +284,7 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
       }
     }
   }
+  FinishOutputStores(stream);
 }
 
 namespace {

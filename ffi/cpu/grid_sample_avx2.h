@@ -15,7 +15,8 @@
 // - grid_sample_avx2_tiles.cc: tiles of points x channels from
 //   channels-last pixels (the input itself, or a copy of channels-first
 //   input), plain vector loads instead of gathers.
-// Both give bitwise the same results.
+// Both give bitwise the same results. Outputs of 1 MiB or more are written
+// with non-temporal stores (output_store_avx2.h).
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_
 

@@ -25,6 +25,7 @@
 #include "../common/grid_sample_math.h"
 #include "grid_sample_avx2.h"
 #include "grid_sample_cpu.h"
+#include "output_store_avx2.h"
 #include "soa_taps_avx2.h"
 
 namespace gs_cpu {
@@ -203,7 +204,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
 // when < kG. Each row is written as kG contiguous floats.
 template <int kV, int kG>
 __attribute__((target("avx2,fma"), always_inline)) inline void StoreTransposed(
-    const __m256 (&res)[kG], float* dst, int64_t points, int rows, int valid) {
+    const __m256 (&res)[kG], float* dst, int64_t points, int rows, int valid, bool stream) {
   alignas(32) float t[8][kG];
   for (int h = 0; h < kG; h += 8) {
     if constexpr (kV == 8) {
@@ -226,7 +227,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void StoreTransposed(
   if (valid == kG) {
     for (int r = 0; r < rows; ++r) {
       for (int h = 0; h < kG; h += 8) {
-        _mm256_storeu_ps(dst + r * points + h, _mm256_load_ps(&t[r][h]));
+        StoreOutput(dst + r * points + h, _mm256_load_ps(&t[r][h]), stream);
       }
     }
   } else {
@@ -253,6 +254,7 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
   // kTile channel vectors at a time.
   constexpr int kG = 16;
   constexpr int kTile = 4;
+  const bool stream = StreamsOutput(g);
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
@@ -273,7 +275,7 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
             float* dst = output + (n * points + p0 + b0 + j) * channels + c0;
             for (int v = 0; v < vecs; ++v) {
               if constexpr (kV == 8) {
-                _mm256_storeu_ps(dst + 8 * v, tile[v][j]);
+                StoreOutput(dst + 8 * v, tile[v][j], stream);
               } else {
                 _mm_storeu_ps(dst + 4 * v, _mm256_castps256_ps128(tile[v][j]));
               }
@@ -284,12 +286,13 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
           for (int v = 0; v < vecs; ++v) {
             const int64_t c = c0 + v * kV;
             const int nrows = static_cast<int>(std::min<int64_t>(kV, channels - c));
-            StoreTransposed<kV, kG>(tile[v], dst + c * points, points, nrows, valid);
+            StoreTransposed<kV, kG>(tile[v], dst + c * points, points, nrows, valid, stream);
           }
         }
       }
     }
   }
+  FinishOutputStores(stream);
 }
 
 template <int K, int kInterp>
