@@ -4,25 +4,29 @@ Not a test. One prepared run for a lent GPU machine (an H200, 15 minutes of devi
 
     PYTHONUNBUFFERED=1 python3 benchmarks/gpu.py 2>&1 | tee $OUT/gpu.log
 
-Phases (``--phases build,test,check,bench``; all by default), each guarded so a failure in one
-still prints the others:
+Phases (``--phases build,check,bench,test``; all by default, run in that order), each guarded
+so a failure in one still prints the others:
 
 1. build: ``pip install --no-build-isolation --no-deps .`` (nvcc, scikit-build-core, nanobind,
-   cmake and ninja are on the machine; nothing can be downloaded there), then checks that
-   ``jax_gridsample._cuda_kernels`` imported and JAX sees a GPU.
-2. test: the torch-comparison and reference-parity suite on the GPU,
+   cmake and ninja are on the machine; nothing can be downloaded there), or with ``--wheel W``
+   a wheel built beforehand elsewhere (same Python, jaxlib and CUDA major version) when its
+   CUDA module loads; then checks that ``jax_gridsample._cuda_kernels`` imported and JAX sees
+   a GPU.
+2. check: on the benchmark shapes, our CUDA kernel against our jnp reference under XLA:GPU
+   (float32, forward and both gradients, default and deterministic backward), bitwise
+   reproducibility of the deterministic backward, jitted steps inside CUDA graphs (command
+   buffers), and a >2^31-element input (64-bit indexing).
+3. bench: medians of our CUDA kernel, our jnp reference under XLA:GPU and
+   ``torch.nn.functional.grid_sample`` on CUDA, for the cases of benchmarks/cpu.py with the batch
+   raised (N=32 to 256) so that each input is several times the L2, forward and forward+backward
+   (default and deterministic), with ours/torch and achieved GB/s against the measured device
+   copy bandwidth. The table is written to ``$OUT/gpu_results.md`` when ``OUT`` is set.
+4. test: the torch-comparison and reference-parity suite on the GPU,
    ``pytest tests/test_semantics.py tests/test_native_parity.py -k native`` with
    ``JAX_GRIDSAMPLE_TEST_PLATFORM=cuda`` (tests/conftest.py makes the GPU JAX's default device),
    once with the default (atomic) backward and once, for the FFI parity tests, with the
-   deterministic one (``JAX_GRIDSAMPLE_TEST_DETERMINISTIC=1``).
-3. check: on the benchmark shapes, our CUDA kernel against our jnp reference under XLA:GPU
-   (float32, forward and both gradients, default and deterministic backward), bitwise
-   reproducibility of the deterministic backward, and a >2^31-element input (64-bit indexing).
-4. bench: medians of our CUDA kernel, our jnp reference under XLA:GPU and
-   ``torch.nn.functional.grid_sample`` on CUDA, for the cases of benchmarks/cpu.py with N=32,
-   forward and forward+backward (default and deterministic), with ours/torch and achieved GB/s
-   against the measured device copy bandwidth. The table is printed last and written to
-   ``$OUT/gpu_results.md`` when ``OUT`` is set.
+   deterministic one (``JAX_GRIDSAMPLE_TEST_DETERMINISTIC=1``); with pytest-xdist workers where
+   it is installed.
 """
 
 from __future__ import annotations
@@ -38,21 +42,25 @@ import time
 import traceback
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# JAX in this process (check, bench) takes GPU memory as it goes, not 75% up front, which would
+# leave little to torch here and to the test workers started afterwards.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 OUT = os.environ.get("OUT")
 
 # (name, input NC+spatial, output spatial, mode, padding, channels_last): benchmarks/cpu.py's
-# cases with the batch raised to N=32 to fill the GPU.
+# cases with the batch raised until each input is 100-270 MB, several times the H200's 60 MB L2,
+# and one call runs well past the launch and dispatch overhead.
 CASES = [
-    ("2d bilinear zeros", (32, 32, 64, 64), (64, 64), "bilinear", "zeros", False),
-    ("2d bilinear reflection", (32, 32, 64, 64), (64, 64), "bilinear", "reflection", False),
-    ("2d nearest border", (32, 32, 64, 64), (64, 64), "nearest", "border", False),
-    ("2d bicubic zeros", (32, 32, 64, 64), (64, 64), "bicubic", "zeros", False),
+    ("2d bilinear zeros", (256, 32, 64, 64), (64, 64), "bilinear", "zeros", False),
+    ("2d bilinear reflection", (256, 32, 64, 64), (64, 64), "bilinear", "reflection", False),
+    ("2d nearest border", (256, 32, 64, 64), (64, 64), "nearest", "border", False),
+    ("2d bicubic zeros", (256, 32, 64, 64), (64, 64), "bicubic", "zeros", False),
     ("2d 512x512 C3 bilinear border", (32, 3, 512, 512), (512, 512), "bilinear", "border", False),
-    ("3d bilinear zeros", (32, 16, 32, 32, 32), (32, 32, 32), "bilinear", "zeros", False),
-    ("3d nearest reflection", (32, 16, 32, 32, 32), (32, 32, 32), "nearest", "reflection", False),
-    ("2d bilinear zeros NHWC", (32, 32, 64, 64), (64, 64), "bilinear", "zeros", True),
-    ("2d bicubic zeros NHWC", (32, 32, 64, 64), (64, 64), "bicubic", "zeros", True),
-    ("3d bilinear zeros NDHWC", (32, 16, 32, 32, 32), (32, 32, 32), "bilinear", "zeros", True),
+    ("3d bilinear zeros", (64, 16, 32, 32, 32), (32, 32, 32), "bilinear", "zeros", False),
+    ("3d nearest reflection", (64, 16, 32, 32, 32), (32, 32, 32), "nearest", "reflection", False),
+    ("2d bilinear zeros NHWC", (256, 32, 64, 64), (64, 64), "bilinear", "zeros", True),
+    ("2d bicubic zeros NHWC", (256, 32, 64, 64), (64, 64), "bicubic", "zeros", True),
+    ("3d bilinear zeros NDHWC", (64, 16, 32, 32, 32), (32, 32, 32), "bilinear", "zeros", True),
 ]
 
 FAILURES: list[str] = []
@@ -76,8 +84,16 @@ def run(cmd, env=None, cwd=None, timeout=None) -> int:
 
 # --- 1. build --------------------------------------------------------------------------------
 
-def phase_build() -> None:
+def phase_build(wheel: str | None) -> None:
     banner("build")
+    if wheel:
+        # A wheel built beforehand on another machine (same Python, jaxlib and CUDA major
+        # version): install it and use it if its CUDA module loads here, else build from source.
+        rc = run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
+                  "--force-reinstall", "-q", wheel])
+        if rc == 0 and _installed_ok():
+            return
+        print("the prebuilt wheel did not load here; building from source", flush=True)
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 8))
     if not shutil.which("nvcc") and "CUDACXX" not in env:
         for nvcc in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc"):
@@ -86,37 +102,50 @@ def phase_build() -> None:
                 break
     print(f"nvcc: {shutil.which('nvcc') or env.get('CUDACXX')}", flush=True)
     rc = run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
-              "--no-cache-dir", "-q", REPO], env=env, timeout=480)
+              "--no-cache-dir", "-q", REPO], env=env, timeout=300)
     if rc != 0:
         FAILURES.append("build")
         raise SystemExit("build failed")
+    if not _installed_ok():
+        FAILURES.append("import")
+        raise SystemExit("the CUDA kernels did not build or load, or JAX sees no GPU")
+
+
+def _installed_ok() -> bool:
+    """Whether the installed package's CUDA module loads and JAX sees a GPU."""
     # A fresh interpreter, outside the source tree (which would shadow the installed package).
     code = ("import jax, jax_gridsample; from jax_gridsample import _native; "
             "print(jax_gridsample.__file__); print(jax.devices()); print(_native.native_status()); "
             "assert _native.native_status()['cuda'] == 'available'; "
             "assert jax.devices()[0].platform == 'gpu'")
-    if run([sys.executable, "-c", code], cwd=tempfile.gettempdir()) != 0:
-        FAILURES.append("import")
-        raise SystemExit("the CUDA kernels did not build or load, or JAX sees no GPU")
+    return run([sys.executable, "-c", code], cwd=tempfile.gettempdir()) == 0
 
 
 # --- 2. tests --------------------------------------------------------------------------------
 
 def phase_test() -> None:
-    base = dict(os.environ, JAX_GRIDSAMPLE_TEST_PLATFORM="cuda", JAX_GRIDSAMPLE_REQUIRE_NATIVE="1")
+    # Several pytest workers share the GPU (compilation, not the GPU, bounds the suite's time),
+    # so none may take most of its memory up front.
+    base = dict(os.environ, JAX_GRIDSAMPLE_TEST_PLATFORM="cuda", JAX_GRIDSAMPLE_REQUIRE_NATIVE="1",
+                XLA_PYTHON_CLIENT_PREALLOCATE="false")
     # Run from outside the tree so the installed package (with _cuda_kernels) is imported.
-    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-              "-c", os.path.join(REPO, "pyproject.toml"), "--rootdir", REPO]
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short",
+              "-rf", "-c", os.path.join(REPO, "pyproject.toml"), "--rootdir", REPO]
+    try:
+        import xdist  # noqa: F401
+        pytest += ["-n", str(min(8, os.cpu_count() or 1))]
+    except ImportError:
+        pass
     tests = [os.path.join(REPO, "tests", f) for f in ("test_semantics.py", "test_native_parity.py")]
     banner("tests on the GPU: default (atomic) backward")
     if run(pytest + tests + ["-k", "native"], env=base, cwd=tempfile.gettempdir(),
-           timeout=300) != 0:
+           timeout=240) != 0:
         FAILURES.append("tests (default backward)")
     banner("FFI parity tests on the GPU: deterministic backward")
     env = dict(base, JAX_GRIDSAMPLE_TEST_DETERMINISTIC="1")
     if run(pytest + [tests[1], "-k", "float64_matches or low_precision or single_output or empty "
                      "or deterministic or nonfinite"],
-           env=env, cwd=tempfile.gettempdir(), timeout=180) != 0:
+           env=env, cwd=tempfile.gettempdir(), timeout=120) != 0:
         FAILURES.append("tests (deterministic backward)")
 
 
@@ -384,19 +413,21 @@ def phase_bench(repeats: int, inner: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--phases", default="build,test,check,bench")
+    parser.add_argument("--phases", default="build,check,bench,test")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--inner", type=int, default=10)
+    parser.add_argument("--wheel", help="install this prebuilt wheel instead of building, if "
+                        "its CUDA module loads")
     args = parser.parse_args()
     phases = args.phases.split(",")
     t0 = time.perf_counter()
     if "build" in phases:
-        phase_build()
-    if "test" in phases:
-        phase_test()
-    # check and bench in a fresh interpreter state (after the build, import the installed one)
+        phase_build(args.wheel)
+    # check and bench import the installed package into this interpreter; the tests run in
+    # subprocesses, last, so that a slow suite cannot cost the table.
     for phase, fn in (("check", phase_check),
-                      ("bench", lambda: phase_bench(args.repeats, args.inner))):
+                      ("bench", lambda: phase_bench(args.repeats, args.inner)),
+                      ("test", phase_test)):
         if phase in phases:
             try:
                 fn()

@@ -8,8 +8,10 @@ the primitives fall back to the jnp reference.
 from __future__ import annotations
 
 import importlib
+import math
 
 import jax
+import numpy as np
 
 FORWARD_TARGET = "jax_gridsample_forward"
 BACKWARD_TARGET = "jax_gridsample_backward"
@@ -61,6 +63,19 @@ def cuda_available() -> bool:
     True without a GPU too: the "cuda" lowering only runs where JAX has a CUDA backend.
     """
     return _CUDA_MODULE is not None
+
+
+def cuda_backward_workspace_bytes(grad_output, input, grid, *, interpolation, channels_last,
+                                  output_mask, deterministic, **_) -> int:
+    """Bytes of the workspace result of one CUDA backward call (avals or arrays in)."""
+    del grad_output
+    spatial = input.shape[1:-1] if channels_last else input.shape[2:]
+    channels = input.shape[-1] if channels_last else input.shape[1]
+    return _CUDA_MODULE.backward_workspace_bytes(
+        k=grid.shape[-1], n=input.shape[0], c=channels, plane=math.prod(spatial),
+        points=math.prod(grid.shape[1:-1]), interpolation=int(interpolation),
+        storage_bytes=np.dtype(input.dtype).itemsize, input_mask=bool(output_mask[0]),
+        deterministic=bool(deterministic))
 
 
 def cuda_status() -> str:

@@ -124,15 +124,21 @@ class NativeKernel:
     # Whether "auto" picks this kernel; False for one not yet verified on its hardware, which
     # then runs only when asked for with implementation="native".
     verified: bool = True
+    # backward_workspace(grad_output, input, grid, **params): bytes of a uint8 scratch result
+    # that the backward target takes after its gradients (None: it takes none). XLA allocates
+    # it like any other buffer, so it is valid in CUDA graphs too.
+    backward_workspace: Callable[..., int] | None = None
 
 
 # Platforms (JAX lowering platform names) with a native kernel.
 NATIVE_KERNELS = {
     "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET),
-    # NVIDIA GPUs: ffi/cuda, built when nvcc was present at install time. Compiled in CI but not
-    # yet run on a GPU (issue 7), so "auto" keeps the reference there until a GPU run verifies it.
+    # NVIDIA GPUs: ffi/cuda, built when nvcc was present at install time. Compiled in CI; one H200
+    # run (benchmarks/GPU_RESULTS.md) failed the backwards that needed scratch memory, and their
+    # workspace result since has not run on a GPU yet (issue 7), so "auto" keeps the reference.
     "cuda": NativeKernel(_native.cuda_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET,
-                         backward_attributes=cuda_backward_attributes, verified=False),
+                         backward_attributes=cuda_backward_attributes, verified=False,
+                         backward_workspace=_native.cuda_backward_workspace_bytes),
 }
 
 # Ascend NPUs: CANN's aclnn grid sampler (see _ascend.py). Added to NATIVE_KERNELS, under the
@@ -163,9 +169,16 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
             )
 
         def call(*operands):  # on whatever (local) shapes the partitioner gives it
-            avals = (_backward_abstract if backward else _forward_abstract)(*operands, **params)
+            if not backward:
+                avals = _forward_abstract(*operands, **params)
+                return jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
+            avals = _backward_abstract(*operands, **params)
+            workspace = kernel.backward_workspace
+            if workspace is not None:
+                nbytes = workspace(*operands, **params)
+                avals = [*avals, jax.ShapeDtypeStruct((nbytes,), np.uint8)]
             results = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
-            return tuple(results) if backward else results
+            return tuple(results[:-1] if workspace is not None else results)
 
         return mlir.lower_fun(batch_partitioned(call, backward), backward)(ctx, *args)
 

@@ -9,6 +9,7 @@ kernels themselves run only on a GPU (benchmarks/gpu.py).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import jax
@@ -61,11 +62,48 @@ def test_cuda_lowering_calls_our_targets(deterministic):
                                          deterministic=deterministic)
         return jnp.sum(out * out)
 
-    lowered = jax.jit(jax.grad(loss, argnums=(0, 1))).trace(x, grid).lower(
-        lowering_platforms=("cuda",))
-    text = lowered.as_text()
+    traced = jax.jit(jax.grad(loss, argnums=(0, 1))).trace(x, grid)
+    if deterministic and _native.cuda_status() != "available":
+        # The deterministic backward's workspace includes cub's sort storage, whose size only
+        # a device can tell: lowering says so instead of guessing.
+        with pytest.raises(RuntimeError, match="deterministic=True.*CUDA device"):
+            traced.lower(lowering_platforms=("cuda",))
+        return
+    text = traced.lower(lowering_platforms=("cuda",)).as_text()
     assert _native.FORWARD_TARGET in text and _native.BACKWARD_TARGET in text
     assert f"deterministic = {str(deterministic).lower()}" in text
+    # The backward's last result is its uint8 workspace: none needed for float32 with atomics.
+    assert re.search(r"tensor<0xui8>\)$" if not deterministic else r"tensor<[1-9]\d*xui8>\)$",
+                     _backward_call(text)), _backward_call(text)
+
+
+def _backward_call(text: str) -> str:
+    return next(line.strip() for line in text.splitlines()
+                if "custom_call" in line and _native.BACKWARD_TARGET in line)
+
+
+@needs_module
+@pytest.mark.parametrize("dtype, input_grad, accumulator_floats", [
+    (jnp.float16, True, 2 * 3 * 5 * 6),   # float32 accumulator of grad_input's size
+    (jnp.bfloat16, True, 2 * 3 * 5 * 6),
+    (jnp.float16, False, 0),              # grid gradient only: no accumulator
+    (jnp.float32, True, 0),               # atomics straight into grad_input
+])
+def test_cuda_backward_workspace_is_declared(dtype, input_grad, accumulator_floats):
+    """Half types accumulate grad_input in a float32 buffer that XLA allocates as the call's
+    last result (XLA's FFI scratch allocator refused such requests on a GPU)."""
+    x = jnp.ones((2, 3, 5, 6), dtype)
+    grid = jnp.zeros((2, 4, 4, 2), dtype)
+
+    def loss(x, grid):
+        out = jax_gridsample.grid_sample(x, grid, implementation="native")
+        return jnp.sum(out.astype(jnp.float32))
+
+    argnums = (0, 1) if input_grad else 1
+    text = jax.jit(jax.grad(loss, argnums=argnums)).trace(x, grid).lower(
+        lowering_platforms=("cuda",)).as_text()
+    expected = -(-accumulator_floats * 4 // 256) * 256  # rounded up to 256-byte alignment
+    assert _backward_call(text).endswith(f"tensor<{expected}xui8>)"), _backward_call(text)
 
 
 def test_auto_keeps_the_reference_on_cuda_until_verified():

@@ -431,13 +431,14 @@ def test_handler_rejects_bad_arguments(call, match):
         call()
 
 
+# MODULE: the compiled module of the platform under test (JAX's default device runs it).
 _WITHOUT_KERNELS = """
 import sys
-sys.modules["jax_gridsample._cpu_kernels"] = None  # makes `import _cpu_kernels` fail
+sys.modules["jax_gridsample.MODULE"] = None  # makes `import MODULE` fail
 import jax.numpy as jnp
 import numpy as np
 import jax_gridsample as gs
-status = gs.native_status()["cpu"]
+status = gs.native_status()["PLATFORM"]
 assert "could not be imported" in status, status
 x, g = jnp.ones((1, 2, 4, 5)), jnp.zeros((1, 3, 3, 2))
 auto, reference = gs.grid_sample(x, g), gs.grid_sample(x, g, implementation="reference")
@@ -453,11 +454,14 @@ print("ok")
 
 
 def test_missing_compiled_module_falls_back_to_the_reference():
-    """Without _cpu_kernels the package imports, 'auto' runs the reference, 'native' says why."""
+    """Without its compiled module the package imports, 'auto' runs the reference, 'native'
+    says why."""
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
                                                        os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _WITHOUT_KERNELS], capture_output=True,
+    script = _WITHOUT_KERNELS.replace("MODULE", f"_{_PLATFORM}_kernels").replace(
+        "PLATFORM", _PLATFORM)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True,
                           timeout=300, env=env, text=True,
                           cwd=os.path.dirname(os.path.abspath(__file__)))
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

@@ -158,14 +158,15 @@ inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t*
 }
 
 // The backward's results (RemainingRets): one per true mask entry, grad_input
-// first. Checks count, dtypes and shapes; fills the data pointers (nullptr for
-// a result not asked for).
+// first, then `extra_results` of the platform's own (the CUDA workspace).
+// Checks count, dtypes and shapes; fills the data pointers (nullptr for a
+// result not asked for).
 inline ffi::Error DecodeBackwardResults(const char* platform, ffi::RemainingRets& results,
                                         const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid,
                                         bool input_mask, bool grid_mask, void** gi_ptr,
-                                        void** gg_ptr) {
+                                        void** gg_ptr, size_t extra_results = 0) {
   const ffi::DataType dt = input.element_type();
-  const size_t expected = (input_mask ? 1 : 0) + (grid_mask ? 1 : 0);
+  const size_t expected = (input_mask ? 1 : 0) + (grid_mask ? 1 : 0) + extra_results;
   if (results.size() != expected) {
     return InvalidArgument(platform, "expected " + std::to_string(expected) +
                                          " result(s) for input_mask=" +

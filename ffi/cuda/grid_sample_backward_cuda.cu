@@ -7,8 +7,9 @@
 //
 // grad_input, two variants chosen by the `deterministic` attribute:
 //  * default (fast): atomicAdd of w * grad_output into grad_input (float32 /
-//    float64), or into a float32 scratch copy that is then cast (float16 /
-//    bfloat16: accumulation stays in float32). Summation order is not fixed.
+//    float64), or into a float32 accumulator in the workspace that is then
+//    cast (float16 / bfloat16: accumulation stays in float32). Summation order
+//    is not fixed.
 //  * deterministic: no float atomics. Each point writes one record per tap
 //    (key = batch * plane + input offset, or a sentinel past the end for an
 //    out-of-range tap; value = the record's own index; its weight to a side
@@ -20,6 +21,13 @@
 //    The records hold no channel, so the sort moves N*points*taps pairs
 //    whatever C is. The result is bitwise reproducible and independent of
 //    launch geometry.
+//
+// Temporary memory comes from the call's last result, a uint8 workspace that
+// XLA allocates like any other buffer (the Python lowering sizes it with
+// BackwardWorkspaceBytes, exported by the module). XLA's FFI scratch allocator
+// is not used: it refused even small requests under jax 0.11 on an H200, and
+// memory owned by the call's own buffers stays valid when the call is
+// captured in a CUDA graph.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,6 +36,7 @@
 #include <type_traits>
 
 #include "../common/ffi_contract.h"
+#include "backward_workspace.h"
 #include "grid_sample_cuda.cuh"
 #include "xla/ffi/api/ffi.h"
 
@@ -176,7 +185,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Bump allocator over one ScratchAllocator block.
+// Bump allocator over the workspace.
 struct Carve {
   char* base;
   size_t used = 0;
@@ -197,8 +206,56 @@ inline int BitsFor(uint64_t v) {  // bits needed to represent v
   return std::max(b, 1);
 }
 
+// Whether a backward call needs 64-bit indices: any linear index of a tensor,
+// of the grid-stride loops or of the deterministic variant's tap records
+// past int32.
+inline bool BackwardUses64(int64_t n, int64_t c, int64_t plane, int64_t points, int k,
+                           int64_t taps) {
+  const int64_t stride = int64_t{kThreads} * (1 << 20);
+  const int64_t all_points = n * points;
+  return !FitsInt32(n * c * plane + stride) || !FitsInt32(n * c * points) ||
+         !FitsInt32(all_points * k) || !FitsInt32(all_points * taps + stride) ||
+         !FitsInt32(all_points + stride);
+}
+
+// Workspace of one call, with index type I and compute type T: where each
+// piece starts (offsets from the workspace base) and the bytes in all.
+template <typename I, typename T>
+struct WorkspaceLayout {
+  using Key = std::conditional_t<std::is_same_v<I, int32_t>, uint32_t, uint64_t>;
+  int64_t records = 0, locations = 0;
+  int end_bit = 1;
+  size_t sort_bytes = 0;
+  size_t total = 0;
+
+  // The sizes for grad_input of gi_count elements (0: no grad_input to
+  // compute). Fails only when cub's size query does.
+  cudaError_t Plan(int64_t gi_count, int64_t all_points, int64_t taps, int64_t n_plane,
+                   bool half_storage, bool deterministic) {
+    total = 0;
+    if (gi_count == 0 || all_points == 0) return cudaSuccess;
+    if (!deterministic) {
+      if (half_storage) total = Aligned(static_cast<size_t>(gi_count) * sizeof(T));
+      return cudaSuccess;
+    }
+    records = all_points * taps;
+    locations = n_plane;  // also the sentinel key
+    end_bit = BitsFor(static_cast<uint64_t>(locations));
+    const cudaError_t err = cub::DeviceRadixSort::SortPairs(
+        nullptr, sort_bytes, static_cast<const Key*>(nullptr), static_cast<Key*>(nullptr),
+        static_cast<const I*>(nullptr), static_cast<I*>(nullptr), static_cast<I>(records), 0,
+        end_bit, cudaStream_t{0});
+    if (err != cudaSuccess) return err;
+    const size_t n_rec = static_cast<size_t>(records);
+    total = 2 * Aligned(n_rec * sizeof(Key)) + 2 * Aligned(n_rec * sizeof(I)) +
+            Aligned(n_rec * sizeof(T)) + Aligned(static_cast<size_t>(locations + 1) * sizeof(I)) +
+            Aligned(sort_bytes) + 256;
+    return cudaSuccess;
+  }
+};
+
 template <typename Fmt, int K, int kInterp, typename I>
-ffi::Error BackwardTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch,
+ffi::Error BackwardTyped(cudaStream_t stream, void* workspace, size_t workspace_bytes,
                          const gs_ffi::Geometry& g, bool deterministic,
                          const typename Fmt::Storage* grad_out,
                          const typename Fmt::Storage* input, const typename Fmt::Storage* grid,
@@ -237,6 +294,17 @@ ffi::Error BackwardTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch,
   if (points == 0) return ffi::Error::Success();
   if (grad_input == nullptr && grad_grid == nullptr) return ffi::Error::Success();
   const unsigned int point_blocks = NumBlocks(points);
+  WorkspaceLayout<I, T> layout;
+  if (ffi::Error err = CudaCall(layout.Plan(grad_input ? gi_count : 0, points, kTaps,
+                                            g.n * g.plane, !std::is_same_v<S, T>, deterministic),
+                                "cub::DeviceRadixSort::SortPairs (size query)");
+      !err.success()) {
+    return err;
+  }
+  if (workspace_bytes < layout.total) {
+    return InvalidArgument("the workspace result has " + std::to_string(workspace_bytes) +
+                           " bytes; this call needs " + std::to_string(layout.total));
+  }
 
   if (grad_input == nullptr) {
     BackwardPointKernel<Fmt, K, kInterp, I, kAtomic, Key>
@@ -247,15 +315,7 @@ ffi::Error BackwardTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch,
 
   if (!deterministic) {
     T* acc = reinterpret_cast<T*>(grad_input);
-    if constexpr (!std::is_same_v<S, T>) {
-      auto mem = scratch.Allocate(static_cast<size_t>(gi_count) * sizeof(T), 256);
-      if (!mem.has_value()) {
-        return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                          "grid_sample (cuda): could not allocate the float32 accumulation "
-                          "buffer for grad_input");
-      }
-      acc = reinterpret_cast<T*>(*mem);
-    }
+    if constexpr (!std::is_same_v<S, T>) acc = reinterpret_cast<T*>(workspace);
     if (ffi::Error err = CudaCall(
             cudaMemsetAsync(acc, 0, static_cast<size_t>(gi_count) * sizeof(T), stream),
             "cudaMemsetAsync(grad_input accumulator)");
@@ -275,32 +335,13 @@ ffi::Error BackwardTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch,
   }
 
   // Deterministic: records, sort, segment offsets, ordered gather.
-  const int64_t records = points * kTaps;
-  const int64_t locations = g.n * g.plane;  // also the sentinel key
+  const int64_t records = layout.records;
+  const int64_t locations = layout.locations;
   const Key sentinel = static_cast<Key>(locations);
-  const int end_bit = BitsFor(static_cast<uint64_t>(locations));
-  size_t sort_bytes = 0;
-  if (ffi::Error err = CudaCall(
-          cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const Key*>(nullptr),
-                                          static_cast<Key*>(nullptr),
-                                          static_cast<const I*>(nullptr), static_cast<I*>(nullptr),
-                                          static_cast<I>(records), 0, end_bit, stream),
-          "cub::DeviceRadixSort::SortPairs (size query)");
-      !err.success()) {
-    return err;
-  }
+  const int end_bit = layout.end_bit;
+  size_t sort_bytes = layout.sort_bytes;
   const size_t n_rec = static_cast<size_t>(records);
-  const size_t total_bytes = 2 * Aligned(n_rec * sizeof(Key)) + 2 * Aligned(n_rec * sizeof(I)) +
-                             Aligned(n_rec * sizeof(T)) +
-                             Aligned(static_cast<size_t>(locations + 1) * sizeof(I)) +
-                             Aligned(sort_bytes) + 256;
-  auto mem = scratch.Allocate(total_bytes, 256);
-  if (!mem.has_value()) {
-    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                      "grid_sample (cuda): could not allocate " + std::to_string(total_bytes) +
-                          " bytes of scratch for the deterministic backward");
-  }
-  Carve carve{reinterpret_cast<char*>(*mem)};
+  Carve carve{reinterpret_cast<char*>(workspace)};
   Key* keys_in = carve.Take<Key>(n_rec);
   Key* keys_out = carve.Take<Key>(n_rec);
   I* vals_in = carve.Take<I>(n_rec);
@@ -329,11 +370,10 @@ ffi::Error BackwardTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch,
   return LastCudaError("grad_input gather kernel launch");
 }
 
-ffi::Error BackwardImpl(cudaStream_t stream, ffi::ScratchAllocator scratch,
-                        ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
-                        ffi::RemainingRets results, int64_t interpolation, int64_t padding,
-                        bool align_corners, bool channels_last, bool input_mask, bool grid_mask,
-                        bool deterministic) {
+ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                        ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
+                        int64_t padding, bool align_corners, bool channels_last, bool input_mask,
+                        bool grid_mask, bool deterministic) {
   gs_ffi::Geometry g;
   if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, interpolation, padding,
                                             align_corners, channels_last, &g);
@@ -350,24 +390,28 @@ ffi::Error BackwardImpl(cudaStream_t stream, ffi::ScratchAllocator scratch,
   void* gi_ptr = nullptr;
   void* gg_ptr = nullptr;
   if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
-                                                     grid_mask, &gi_ptr, &gg_ptr);
+                                                     grid_mask, &gi_ptr, &gg_ptr,
+                                                     /*extra_results=*/1);
       !err.success()) {
     return err;
   }
+  auto ws = results.get<ffi::AnyBuffer>(results.size() - 1);
+  if (ws.has_error()) return InvalidArgument("workspace result could not be decoded");
+  ffi::AnyBuffer workspace = **ws;
+  if (workspace.element_type() != ffi::DataType::U8 || workspace.dimensions().size() != 1) {
+    return InvalidArgument("the last result (workspace) must be a rank-1 uint8 buffer");
+  }
   const int taps1 = gs::TapsPerAxis(static_cast<int>(interpolation));
-  int64_t taps = taps1 * taps1 * (g.k == 3 ? taps1 : 1);
-  const int64_t points = g.n * g.points;
-  const int64_t stride = int64_t{kThreads} * (1 << 20);
-  const bool use64 = !FitsInt32(g.n * g.c * g.plane + stride) ||
-                     !FitsInt32(g.n * g.c * g.points) || !FitsInt32(points * g.k) ||
-                     !FitsInt32(points * taps + stride) || !FitsInt32(points + stride);
+  const int64_t taps = taps1 * taps1 * (g.k == 3 ? taps1 : 1);
+  const bool use64 = BackwardUses64(g.n, g.c, g.plane, g.points, g.k, taps);
   return Dispatch(dt, g.k, interpolation, use64,
                   [&](auto fmt, auto k, auto interp, auto index) -> ffi::Error {
                     using Fmt = decltype(fmt);
                     using S = typename Fmt::Storage;
                     return BackwardTyped<Fmt, decltype(k)::value, decltype(interp)::value,
                                          decltype(index)>(
-                        stream, scratch, g, deterministic,
+                        stream, workspace.untyped_data(), workspace.size_bytes(), g,
+                        deterministic,
                         reinterpret_cast<const S*>(grad_output.untyped_data()),
                         reinterpret_cast<const S*>(input.untyped_data()),
                         reinterpret_cast<const S*>(grid.untyped_data()),
@@ -376,11 +420,35 @@ ffi::Error BackwardImpl(cudaStream_t stream, ffi::ScratchAllocator scratch,
 }
 
 }  // namespace
+
+int64_t BackwardWorkspaceBytes(int k, int64_t n, int64_t c, int64_t plane, int64_t points,
+                               int64_t interpolation, int storage_bytes, bool input_mask,
+                               bool deterministic) {
+  if ((k != 2 && k != 3) || interpolation < 0 || interpolation > 2 || n < 0 || c < 0 ||
+      plane < 0 || points < 0 || (storage_bytes != 2 && storage_bytes != 4 && storage_bytes != 8)) {
+    return -1;
+  }
+  const int64_t gi_count = input_mask ? n * c * plane : 0;
+  const int taps1 = gs::TapsPerAxis(static_cast<int>(interpolation));
+  const int64_t taps = taps1 * taps1 * (k == 3 ? taps1 : 1);
+  auto plan = [&](auto index, auto compute) -> int64_t {
+    WorkspaceLayout<decltype(index), decltype(compute)> layout;
+    if (layout.Plan(gi_count, n * points, taps, n * plane, storage_bytes == 2, deterministic) !=
+        cudaSuccess) {
+      cudaGetLastError();  // leave no sticky error behind
+      return -1;
+    }
+    return static_cast<int64_t>(layout.total);
+  };
+  const bool use64 = BackwardUses64(n, c, plane, points, k, taps);
+  if (storage_bytes == 8) return use64 ? plan(int64_t{}, double{}) : plan(int32_t{}, double{});
+  return use64 ? plan(int64_t{}, float{}) : plan(int32_t{}, float{});
+}
+
 }  // namespace gs_cuda
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCuda, gs_cuda::BackwardImpl,
                               gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
-                                                       .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
-                                                       .Ctx<xla::ffi::ScratchAllocator>())
+                                                       .Ctx<xla::ffi::PlatformStream<cudaStream_t>>())
                                   .Attr<bool>("deterministic"),
                               {xla::ffi::Traits::kCmdBufferCompatible});

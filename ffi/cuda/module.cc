@@ -2,7 +2,11 @@
 #include <cuda_runtime.h>
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
+#include <stdexcept>
+
 #include "../common/ffi_registrations.h"
+#include "backward_workspace.h"
 #include "xla/ffi/api/c_api.h"
 
 extern "C" {
@@ -21,6 +25,24 @@ NB_MODULE(_cuda_kernels, m) {
                                      {"jax_gridsample_backward", GridSampleBackwardCuda}});
       },
       "Returns {ffi_target_name: PyCapsule of the XLA FFI handler}.");
+  m.def(
+      "backward_workspace_bytes",
+      [](int k, int64_t n, int64_t c, int64_t plane, int64_t points, int64_t interpolation,
+         int storage_bytes, bool input_mask, bool deterministic) {
+        const int64_t bytes = gs_cuda::BackwardWorkspaceBytes(
+            k, n, c, plane, points, interpolation, storage_bytes, input_mask, deterministic);
+        if (bytes < 0) {
+          throw std::runtime_error(
+              "could not size the CUDA backward's workspace: arguments out of range, or, with "
+              "deterministic=True, cub's sort size query failed (it needs a CUDA device at "
+              "lowering time)");
+        }
+        return bytes;
+      },
+      nb::arg("k"), nb::arg("n"), nb::arg("c"), nb::arg("plane"), nb::arg("points"),
+      nb::arg("interpolation"), nb::arg("storage_bytes"), nb::arg("input_mask"),
+      nb::arg("deterministic"),
+      "Bytes of the uint8 workspace result the backward target needs for one call.");
   m.def(
       "device_count",
       []() {
