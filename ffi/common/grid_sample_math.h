@@ -39,6 +39,12 @@ GS_HOST_DEVICE constexpr int TapsPerAxis(int interpolation) {
   return interpolation == kBilinear ? 2 : (interpolation == kNearest ? 1 : 4);
 }
 
+// Number of taps per point for spatial rank k (2 or 3).
+GS_HOST_DEVICE constexpr int TapsPerPoint(int k, int interpolation) {
+  const int t1 = TapsPerAxis(interpolation);
+  return k == 3 ? t1 * t1 * t1 : t1 * t1;
+}
+
 // Cubic convolution constant (Keys), as PyTorch / OpenCV use.
 template <typename T>
 GS_HOST_DEVICE constexpr T CubicA() {

@@ -36,17 +36,8 @@ int64_t ChannelsLastStride(int64_t channels) {
 
 #if GS_CPU_HAVE_AVX2_PATH
 
-namespace {
-
-int64_t Taps(const Geometry& g, int64_t interpolation) {
-  const int64_t t1 = gs::TapsPerAxis(static_cast<int>(interpolation));
-  return g.k == 2 ? t1 * t1 : t1 * t1 * t1;
-}
-
-}  // namespace
-
 bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
-  const int64_t taps = Taps(g, interpolation);
+  const int64_t taps = gs::TapsPerPoint(g.k, static_cast<int>(interpolation));
   // One channel alone gains nothing (a pixel is one float either way), nor
   // does one tap per point (nearest): its gathers are as many as the loads.
   return !g.channels_last && g.c >= 2 && taps >= 4 && g.points * taps >= g.plane;
@@ -350,7 +341,8 @@ void ForwardViaChannelsLastAvx2F32(const Geometry& g, int64_t interpolation, con
 }
 
 bool SamplesChannelsLastInPlace(const Geometry& g, int64_t interpolation) {
-  return g.channels_last && (g.c % 8 == 0 || g.c == 4) && Taps(g, interpolation) >= 4;
+  return g.channels_last && (g.c % 8 == 0 || g.c == 4) &&
+         gs::TapsPerPoint(g.k, static_cast<int>(interpolation)) >= 4;
 }
 
 void ForwardChannelsLastChunkAvx2F32(const Geometry& g, int64_t interpolation,

@@ -401,9 +401,8 @@ ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer grad_output, ffi::An
   if (workspace.element_type() != ffi::DataType::U8 || workspace.dimensions().size() != 1) {
     return InvalidArgument("the last result (workspace) must be a rank-1 uint8 buffer");
   }
-  const int taps1 = gs::TapsPerAxis(static_cast<int>(interpolation));
-  const int64_t taps = taps1 * taps1 * (g.k == 3 ? taps1 : 1);
-  const bool use64 = BackwardUses64(g.n, g.c, g.plane, g.points, g.k, taps);
+  const bool use64 = BackwardUses64(g.n, g.c, g.plane, g.points, g.k,
+                                    gs::TapsPerPoint(g.k, static_cast<int>(interpolation)));
   return Dispatch(dt, g.k, interpolation, use64,
                   [&](auto fmt, auto k, auto interp, auto index) -> ffi::Error {
                     using Fmt = decltype(fmt);
@@ -429,8 +428,7 @@ int64_t BackwardWorkspaceBytes(int k, int64_t n, int64_t c, int64_t plane, int64
     return -1;
   }
   const int64_t gi_count = input_mask ? n * c * plane : 0;
-  const int taps1 = gs::TapsPerAxis(static_cast<int>(interpolation));
-  const int64_t taps = taps1 * taps1 * (k == 3 ? taps1 : 1);
+  const int64_t taps = gs::TapsPerPoint(k, static_cast<int>(interpolation));
   auto plan = [&](auto index, auto compute) -> int64_t {
     WorkspaceLayout<decltype(index), decltype(compute)> layout;
     if (layout.Plan(gi_count, n * points, taps, n * plane, storage_bytes == 2, deterministic) !=
