@@ -40,7 +40,8 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   const int64_t taps = gs::TapsPerPoint(g.k, static_cast<int>(interpolation));
   // One channel alone gains nothing (a pixel is one float either way), nor
   // does one tap per point (nearest): its gathers are as many as the loads.
-  return !g.channels_last && g.c >= 2 && taps >= 4 && g.points * taps >= g.plane;
+  return !g.channels_last && g.c >= 2 && taps >= 4 && g.points * taps >= g.plane &&
+         !SamplesPairs(g, interpolation);
 }
 
 namespace {

@@ -41,6 +41,15 @@ struct SoaTaps {
   int32_t rowoff[4][kRowB];
   uint16_t mbits[kRowB];
   uint8_t rowable[kRowB];
+  // 2D bilinear, channels-first (see FillPairs): per row j of taps, the
+  // offset of the two floats (xb, xb + 1) that hold the point's taps of that
+  // row, -1 when it has none (`pair`) or 0 then (`pair_safe`, an address
+  // that may be read); points in the order 0 1 4 5 2 3 6 7 within each group
+  // of 8. Per group, whether each point has both x taps or neither in range.
+  static constexpr int kPairB = (K == 2 && kInterp == gs::kBilinear) ? kB : 8;
+  alignas(32) int32_t pair[2][kPairB];
+  alignas(32) int32_t pair_safe[2][kPairB];
+  uint8_t pair_plain[kPairB / 8];
 };
 
 // Taps of one axis for `cnt` points (coordinate stride K); padding and
@@ -77,10 +86,13 @@ __attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restric
 
 // Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
 // entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
+// Without `offsets`, the per-tap offsets `off` are left unset (the pair
+// sampler reads `pair` instead).
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict grid, int cnt,
                                                      const Geometry& g,
-                                                     SoaTaps<K, kInterp>* __restrict st) {
+                                                     SoaTaps<K, kInterp>* __restrict st,
+                                                     bool offsets = true) {
   using ST = SoaTaps<K, kInterp>;
   constexpr int kT1 = ST::kT1;
   const int64_t sizes[3] = {g.w, g.h, g.d};
@@ -116,18 +128,22 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
         const float* __restrict zw = st->aw[K - 1][l];
         int32_t* __restrict o = st->off[t];
         float* __restrict w = st->w[t];
-        for (int b = 0; b < cnt; ++b) {
-          int32_t row = yi[b];
-          bool valid = (xi[b] >= 0) & (yi[b] >= 0);
-          float wt = xw[b] * yw[b];
-          if (K == 3) {
-            row = zi[b] * h32 + yi[b];
-            valid = valid & (zi[b] >= 0);
-            wt = wt * zw[b];
+        if (offsets) {
+          for (int b = 0; b < cnt; ++b) {
+            int32_t row = yi[b];
+            bool valid = (xi[b] >= 0) & (yi[b] >= 0);
+            float wt = xw[b] * yw[b];
+            if (K == 3) {
+              row = zi[b] * h32 + yi[b];
+              valid = valid & (zi[b] >= 0);
+              wt = wt * zw[b];
+            }
+            // Valid taps: < plane <= INT32_MAX.
+            o[b] = valid ? row * w32 + xi[b] : -1;
+            w[b] = wt;
           }
-          // Valid taps: < plane <= INT32_MAX.
-          o[b] = valid ? row * w32 + xi[b] : -1;
-          w[b] = wt;
+        } else {
+          for (int b = 0; b < cnt; ++b) w[b] = K == 3 ? xw[b] * yw[b] * zw[b] : xw[b] * yw[b];
         }
         for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
           o[b] = -1;
