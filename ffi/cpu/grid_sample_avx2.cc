@@ -223,11 +223,28 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 GatherDot(
   return kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
 }
 
-// Points b .. b + 7 of one plane, summed over their taps: PairDot when
-// `pairs` (SamplesPairs), else GatherDot.
+// Nearest, points b .. b + 7 of one plane: eight plain loads at the safe
+// offsets (cheaper than a masked gather on the AMD cores we measured), lanes
+// out of range zeroed, then GatherDot's multiply-add with the weight, so the
+// results are bitwise equal.
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
+    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  const int32_t* at = st->off_safe + b;
+  const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[0] + b));
+  const __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(o, _mm256_set1_epi32(-1)));
+  const __m128 lo = _mm_setr_ps(src[at[0]], src[at[1]], src[at[2]], src[at[3]]);
+  const __m128 hi = _mm_setr_ps(src[at[4]], src[at[5]], src[at[6]], src[at[7]]);
+  const __m256 v = _mm256_and_ps(_mm256_set_m128(hi, lo), in);
+  return _mm256_fmadd_ps(_mm256_load_ps(st->w[0] + b), v, _mm256_setzero_ps());
+}
+
+// Points b .. b + 7 of one plane, summed over their taps: NearestDot for
+// nearest, PairDot when `pairs` (SamplesPairs), else GatherDot.
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
     bool pairs, const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  if constexpr (kInterp == gs::kNearest) return NearestDot(src, st, b);
   if constexpr (K == 2 && kInterp == gs::kBilinear) {
     if (pairs) return PairDot(src, st, b);
   }

@@ -10,8 +10,9 @@
 // tables over the block so that the compiler vectorizes the coordinate math
 // across points (soa_taps_avx2.h). Two samplers use them:
 // - grid_sample_avx2.cc: per channel, 8 points at a time with masked gathers
-//   (out-of-range taps are masked off: they never read memory), or for 2D
-//   bilinear one 8-byte load per row of taps; channels last, per point.
+//   (out-of-range taps are masked off: they never read memory), or plain
+//   loads where those are cheaper (nearest; 2D bilinear, one 8-byte load per
+//   row of taps); channels last, per point.
 // - grid_sample_avx2_tiles.cc: tiles of points x channels from
 //   channels-last pixels (the input itself, or a copy of channels-first
 //   input), plain vector loads instead of gathers.

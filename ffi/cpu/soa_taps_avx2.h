@@ -50,6 +50,10 @@ struct SoaTaps {
   alignas(32) int32_t pair[2][kPairB];
   alignas(32) int32_t pair_safe[2][kPairB];
   uint8_t pair_plain[kPairB / 8];
+  // Nearest: the tap offsets with 0 for "out of range" (an address that may
+  // be read; see NearestDot).
+  static constexpr int kSafeB = kInterp == gs::kNearest ? kB : 8;
+  alignas(32) int32_t off_safe[kSafeB];
 };
 
 // Taps of one axis for `cnt` points (coordinate stride K); padding and
@@ -150,6 +154,11 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
           w[b] = 0.f;
         }
       }
+    }
+  }
+  if constexpr (kInterp == gs::kNearest) {
+    if (offsets) {
+      for (int b = 0; b < ((cnt + 15) & ~15); ++b) st->off_safe[b] = std::max(st->off[0][b], 0);
     }
   }
 }
