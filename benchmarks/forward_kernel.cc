@@ -15,7 +15,8 @@
 //
 // Cases (float32, channels-first, align_corners=False, grid uniform in
 // [-1.1, 1.1], as in cpu.py): bilinear (8,32,64,64)->64x64 zeros, nearest
-// (8,32,64,64)->64x64 border, c3 (1,3,512,512)->512x512 bilinear border.
+// (8,32,64,64)->64x64 border, c3 (1,3,512,512)->512x512 bilinear border,
+// 3d (2,16,32,32,32)->32^3 bilinear zeros.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -45,6 +46,11 @@ bool MakeCase(const std::string& name, Geometry* g, int64_t* interpolation) {
     g->n = 1, g->c = 3, g->h = 512, g->w = 512, g->points = 512 * 512;
     g->padding = gs::kBorder;
     *interpolation = gs::kBilinear;
+  } else if (name == "3d") {
+    g->k = 3;
+    g->n = 2, g->c = 16, g->d = 32, g->h = 32, g->w = 32, g->points = 32 * 32 * 32;
+    g->padding = gs::kZeros;
+    *interpolation = gs::kBilinear;
   } else {
     return false;
   }
@@ -56,7 +62,7 @@ bool MakeCase(const std::string& name, Geometry* g, int64_t* interpolation) {
 
 int main(int argc, char** argv) {
   if (argc < 3 || !gs_cpu::HasAvx2Fma()) {
-    std::fprintf(stderr, "usage: %s bilinear|nearest|c3 gather|via_cl [threads] (AVX2 + FMA)\n",
+    std::fprintf(stderr, "usage: %s bilinear|nearest|c3|3d gather|via_cl [threads] (AVX2 + FMA)\n",
                  argv[0]);
     return 2;
   }
@@ -66,7 +72,7 @@ int main(int argc, char** argv) {
   const bool via_cl = std::string(argv[2]) == "via_cl";
   const int threads = argc > 3 ? std::max(1, std::atoi(argv[3])) : 1;
 
-  std::vector<float> input(g.n * g.c * g.plane), grid(g.n * g.points * 2);
+  std::vector<float> input(g.n * g.c * g.plane), grid(g.n * g.points * g.k);
   std::vector<float> output(g.n * g.c * g.points + 8);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1.1f, 1.1f);
@@ -76,10 +82,11 @@ int main(int argc, char** argv) {
   float* out = output.data() + ((32 - (reinterpret_cast<uintptr_t>(output.data()) & 31)) & 31) / 4;
 
   // The handler's chunks of points (grid_sample_forward_cpu.cc).
-  const int block = interp == gs::kNearest ? gs_cpu::TapBlock<float, 2, gs::kNearest>::kBlock
-                                            : gs_cpu::TapBlock<float, 2, gs::kBilinear>::kBlock;
+  const int block = g.k == 3                   ? gs_cpu::TapBlock<float, 3, gs::kBilinear>::kBlock
+                    : interp == gs::kNearest ? gs_cpu::TapBlock<float, 2, gs::kNearest>::kBlock
+                                             : gs_cpu::TapBlock<float, 2, gs::kBilinear>::kBlock;
   const int64_t chunk =
-      gs_cpu::PointsPerChunk(g.points, g.c, gs::TapsPerPoint(2, interp), block);
+      gs_cpu::PointsPerChunk(g.points, g.c, gs::TapsPerPoint(g.k, interp), block);
   const int64_t chunks_per_n = gs_cpu::CeilDiv(g.points, chunk);
   auto work = [&](int tid) {
     if (via_cl) {

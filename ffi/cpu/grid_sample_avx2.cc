@@ -78,20 +78,21 @@ __attribute__((target("avx2,fma"))) void FillRows(int cnt, const Geometry& g,
 bool SamplesPairs(const Geometry& g, int64_t interpolation) {
   // Up to 2^24 columns, x0 + 1 is exact in float32, so a point whose two x
   // taps are in range reads columns x0 and x0 + 1.
-  return g.k == 2 && interpolation == gs::kBilinear && !g.channels_last && g.w >= 2 &&
+  return interpolation == gs::kBilinear && !g.channels_last && g.w >= 2 &&
          g.w <= (int64_t{1} << 24);
 }
 
-// 2D bilinear: the pair tables of SoaTaps (after FillSoaTaps). A point's two
-// x taps lie in the two floats starting at xb = min(x0, w - 2), or at 0 when
-// x0 is out of range (then x1 = 0), so each of its rows is one 8-byte read
-// that stays inside the plane (w >= 2).
+// Bilinear: the pair tables of SoaTaps (after FillSoaTaps). A point's two x
+// taps lie in the two floats starting at xb = min(x0, w - 2), or at 0 when
+// x0 is out of range (then x1 = 0), so each of its rows of taps is one
+// 8-byte read that stays inside the plane (w >= 2).
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
                                                    SoaTaps<K, kInterp>* __restrict st) {
   const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
   const __m256i minus1 = _mm256_set1_epi32(-1), zero = _mm256_setzero_si256();
   const __m256i w = _mm256_set1_epi32(static_cast<int32_t>(g.w));
+  const __m256i h = _mm256_set1_epi32(static_cast<int32_t>(g.h));
   const __m256i last = _mm256_set1_epi32(static_cast<int32_t>(g.w) - 2);
   for (int b = 0; b < ((cnt + 15) & ~15); b += 8) {
     const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[0][0] + b));
@@ -99,14 +100,20 @@ __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
     const __m256i x0_in = _mm256_cmpgt_epi32(x0, minus1), x1_in = _mm256_cmpgt_epi32(x1, minus1);
     const __m256i xb = _mm256_and_si256(_mm256_min_epi32(x0, last), x0_in);
     const __m256i any_x = _mm256_or_si256(x0_in, x1_in);
-    for (int j = 0; j < 2; ++j) {
-      const __m256i y = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[1][j] + b));
-      const __m256i in = _mm256_and_si256(any_x, _mm256_cmpgt_epi32(y, minus1));
+    for (int r = 0; r < SoaTaps<K, kInterp>::kPairRows; ++r) {
+      __m256i row = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[1][r & 1] + b));
+      __m256i in = _mm256_and_si256(any_x, _mm256_cmpgt_epi32(row, minus1));
+      if constexpr (K == 3) {
+        const __m256i z = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[2][r >> 1] + b));
+        in = _mm256_and_si256(in, _mm256_cmpgt_epi32(z, minus1));
+        row = _mm256_add_epi32(_mm256_mullo_epi32(z, h), row);
+      }
+      // In range: row * w + xb < plane <= INT32_MAX.
       const __m256i o = _mm256_blendv_epi8(
-          minus1, _mm256_add_epi32(_mm256_mullo_epi32(y, w), xb), in);
+          minus1, _mm256_add_epi32(_mm256_mullo_epi32(row, w), xb), in);
       const __m256i o_order = _mm256_permutevar8x32_epi32(o, order);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair[j] + b), o_order);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_safe[j] + b),
+      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair[r] + b), o_order);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_safe[r] + b),
                          _mm256_max_epi32(o_order, zero));
     }
     st->pair_plain[b / 8] =
@@ -114,22 +121,23 @@ __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
   }
 }
 
-// 2D bilinear, points b .. b + 7 of one plane, from the pair tables: per row,
-// eight 8-byte loads (plain loads: cheaper than gathers here), rows out of
-// range zeroed, split into the x0 and x1 taps; then the fused multiply-adds
-// of GatherDot in its order, so the results are bitwise equal.
+// Bilinear, points b .. b + 7 of one plane, from the pair tables: per row of
+// taps, eight 8-byte loads (plain loads: cheaper than gathers here), rows
+// out of range zeroed, split into the x0 and x1 taps; then the fused
+// multiply-adds of GatherDot in its order, so the results are bitwise equal.
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
     const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  constexpr int kRows = SoaTaps<K, kInterp>::kPairRows;
   const __m128i minus1 = _mm_set1_epi32(-1);
-  __m256 v[4];
-  for (int j = 0; j < 2; ++j) {
-    const int32_t* at = st->pair_safe[j] + b;
+  __m256 v[2 * kRows];
+  for (int r = 0; r < kRows; ++r) {
+    const int32_t* at = st->pair_safe[r] + b;
     auto two = [&](int k) {  // pairs k and k + 1 of the group
       return _mm_loadh_pd(_mm_load_sd(reinterpret_cast<const double*>(src + at[k])),
                           reinterpret_cast<const double*>(src + at[k + 1]));
     };
-    const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->pair[j] + b));
+    const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->pair[r] + b));
     const __m256 in_lo = _mm256_castsi256_ps(
         _mm256_cvtepi32_epi64(_mm_cmpgt_epi32(_mm256_castsi256_si128(o), minus1)));
     const __m256 in_hi = _mm256_castsi256_ps(
@@ -137,8 +145,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
     // Points 0 1 4 5 and 2 3 6 7: the shuffles below put them back in order.
     const __m256 g0 = _mm256_and_ps(_mm256_castpd_ps(_mm256_set_m128d(two(2), two(0))), in_lo);
     const __m256 g1 = _mm256_and_ps(_mm256_castpd_ps(_mm256_set_m128d(two(6), two(4))), in_hi);
-    v[2 * j] = _mm256_shuffle_ps(g0, g1, 0x88);      // first float of each pair
-    v[2 * j + 1] = _mm256_shuffle_ps(g0, g1, 0xDD);  // second float
+    v[2 * r] = _mm256_shuffle_ps(g0, g1, 0x88);      // first float of each pair
+    v[2 * r + 1] = _mm256_shuffle_ps(g0, g1, 0xDD);  // second float
   }
   if (!st->pair_plain[b / 8]) {
     // Points with one x tap in range: x0 = w - 1 (the second float of its
@@ -150,17 +158,20 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
     const __m256 x1_in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(x1, m1));
     const __m256 x0_second = _mm256_andnot_ps(x1_in, x0_in);
     const __m256 x1_first = _mm256_andnot_ps(x0_in, x1_in);
-    for (int j = 0; j < 2; ++j) {
-      const __m256 first = v[2 * j], second = v[2 * j + 1];
-      v[2 * j] = _mm256_and_ps(_mm256_blendv_ps(first, second, x0_second), x0_in);
-      v[2 * j + 1] = _mm256_and_ps(_mm256_blendv_ps(second, first, x1_first), x1_in);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 first = v[2 * r], second = v[2 * r + 1];
+      v[2 * r] = _mm256_and_ps(_mm256_blendv_ps(first, second, x0_second), x0_in);
+      v[2 * r + 1] = _mm256_and_ps(_mm256_blendv_ps(second, first, x1_first), x1_in);
     }
   }
+  // Even taps into one accumulator, odd taps into the other (GatherDot).
   const __m256 zero = _mm256_setzero_ps();
   __m256 acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->w[0] + b), v[0], zero);
   __m256 acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->w[1] + b), v[1], zero);
-  acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->w[2] + b), v[2], acc0);
-  acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->w[3] + b), v[3], acc1);
+  for (int t = 2; t < 2 * kRows; t += 2) {
+    acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->w[t] + b), v[t], acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->w[t + 1] + b), v[t + 1], acc1);
+  }
   return _mm256_add_ps(acc0, acc1);
 }
 
@@ -245,7 +256,7 @@ template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
     bool pairs, const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
   if constexpr (kInterp == gs::kNearest) return NearestDot(src, st, b);
-  if constexpr (K == 2 && kInterp == gs::kBilinear) {
+  if constexpr (kInterp == gs::kBilinear) {
     if (pairs) return PairDot(src, st, b);
   }
   return GatherDot(src, st, b);
@@ -285,14 +296,14 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
   constexpr int kTaps = ST::kTaps;
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   const bool stream = StreamsOutput(g);
-  constexpr bool kBilinear2D = K == 2 && kInterp == gs::kBilinear;
-  const bool pairs = kBilinear2D && !kChannelsLast && SamplesPairs(g, kInterp);
+  constexpr bool kBilinear = kInterp == gs::kBilinear;
+  const bool pairs = kBilinear && !kChannelsLast && SamplesPairs(g, kInterp);
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st, !pairs);
     constexpr bool kBicubic2D = K == 2 && kInterp == gs::kBicubic;
     if constexpr (kBicubic2D) FillRows<K, kInterp>(cnt, g, st);
-    if constexpr (kBilinear2D) {
+    if constexpr (kBilinear) {
       if (pairs) FillPairs<K, kInterp>(cnt, g, st);
     }
     if (kBicubic2D && !kChannelsLast) {

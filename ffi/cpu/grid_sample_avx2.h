@@ -11,7 +11,7 @@
 // across points (soa_taps_avx2.h). Two samplers use them:
 // - grid_sample_avx2.cc: per channel, 8 points at a time with masked gathers
 //   (out-of-range taps are masked off: they never read memory), or plain
-//   loads where those are cheaper (nearest; 2D bilinear, one 8-byte load per
+//   loads where those are cheaper (nearest; bilinear, one 8-byte load per
 //   row of taps); channels last, per point.
 // - grid_sample_avx2_tiles.cc: tiles of points x channels from
 //   channels-last pixels (the input itself, or a copy of channels-first
@@ -40,9 +40,9 @@ void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* 
                          const float* grid, float* output, int64_t n, int64_t p_begin,
                          int64_t p_end);
 
-// Whether the gather path reads 2D bilinear taps as pairs of floats, one
-// 8-byte load per row of taps (channels-first, 2 <= w <= 2^24): faster than both
-// masked gathers and the tile sampler's channels-last copy there.
+// Whether the gather path reads bilinear taps as pairs of floats, one 8-byte
+// load per row of taps (channels-first, 2 <= w <= 2^24): faster than masked
+// gathers, and in 2D than the tile sampler's channels-last copy too.
 bool SamplesPairs(const Geometry& g, int64_t interpolation);
 
 // The tile sampler (grid_sample_avx2_tiles.cc).
@@ -53,7 +53,7 @@ int64_t ChannelsLastStride(int64_t channels);
 
 // Whether the copy pays for itself here: channels-first, at least two
 // channels, at least 4 taps per point, at least as many tap reads as input
-// elements, and not read as pairs (SamplesPairs).
+// elements, and not 2D bilinear read as pairs (SamplesPairs).
 bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation);
 
 // Floats of the buffer that ForwardViaChannelsLastAvx2F32 needs: the copy

@@ -41,14 +41,16 @@ struct SoaTaps {
   int32_t rowoff[4][kRowB];
   uint16_t mbits[kRowB];
   uint8_t rowable[kRowB];
-  // 2D bilinear, channels-first (see FillPairs): per row j of taps, the
-  // offset of the two floats (xb, xb + 1) that hold the point's taps of that
-  // row, -1 when it has none (`pair`) or 0 then (`pair_safe`, an address
-  // that may be read); points in the order 0 1 4 5 2 3 6 7 within each group
-  // of 8. Per group, whether each point has both x taps or neither in range.
-  static constexpr int kPairB = (K == 2 && kInterp == gs::kBilinear) ? kB : 8;
-  alignas(32) int32_t pair[2][kPairB];
-  alignas(32) int32_t pair_safe[2][kPairB];
+  // Bilinear, channels-first (see FillPairs): per row r of taps (y index j
+  // and z index l, r = j + 2 l), the offset of the two floats (xb, xb + 1)
+  // that hold the point's taps of that row, -1 when it has none (`pair`) or
+  // 0 then (`pair_safe`, an address that may be read); points in the order
+  // 0 1 4 5 2 3 6 7 within each group of 8. Per group, whether each point
+  // has both x taps or neither in range.
+  static constexpr int kPairRows = K == 2 ? 2 : 4;
+  static constexpr int kPairB = kInterp == gs::kBilinear ? kB : 8;
+  alignas(32) int32_t pair[kPairRows][kPairB];
+  alignas(32) int32_t pair_safe[kPairRows][kPairB];
   uint8_t pair_plain[kPairB / 8];
   // Nearest: the tap offsets with 0 for "out of range" (an address that may
   // be read; see NearestDot).
