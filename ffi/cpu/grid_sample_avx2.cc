@@ -300,7 +300,11 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
   const bool pairs = kBilinear && !kChannelsLast && SamplesPairs(g, kInterp);
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
-    FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st, !pairs);
+    if (pairs) {
+      FillSoaTaps<K, kInterp, false>(grid + (n * points + p0) * K, cnt, g, st);
+    } else {
+      FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
+    }
     constexpr bool kBicubic2D = K == 2 && kInterp == gs::kBicubic;
     if constexpr (kBicubic2D) FillRows<K, kInterp>(cnt, g, st);
     if constexpr (kBilinear) {

@@ -92,13 +92,13 @@ __attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restric
 
 // Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
 // entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
-// Without `offsets`, the per-tap offsets `off` are left unset (the pair
-// sampler reads `pair` instead).
-template <int K, int kInterp>
+// Without kOffsets, the per-tap offsets `off` are left unset (the pair
+// sampler reads `pair` instead). (A template parameter: as a run-time flag,
+// GCC no longer vectorized the tap loops of the instances called both ways.)
+template <int K, int kInterp, bool kOffsets = true>
 __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict grid, int cnt,
                                                      const Geometry& g,
-                                                     SoaTaps<K, kInterp>* __restrict st,
-                                                     bool offsets = true) {
+                                                     SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
   constexpr int kT1 = ST::kT1;
   const int64_t sizes[3] = {g.w, g.h, g.d};
@@ -134,7 +134,7 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
         const float* __restrict zw = st->aw[K - 1][l];
         int32_t* __restrict o = st->off[t];
         float* __restrict w = st->w[t];
-        if (offsets) {
+        if constexpr (kOffsets) {
           for (int b = 0; b < cnt; ++b) {
             int32_t row = yi[b];
             bool valid = (xi[b] >= 0) & (yi[b] >= 0);
@@ -158,10 +158,8 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
       }
     }
   }
-  if constexpr (kInterp == gs::kNearest) {
-    if (offsets) {
-      for (int b = 0; b < ((cnt + 15) & ~15); ++b) st->off_safe[b] = std::max(st->off[0][b], 0);
-    }
+  if constexpr (kInterp == gs::kNearest && kOffsets) {
+    for (int b = 0; b < ((cnt + 15) & ~15); ++b) st->off_safe[b] = std::max(st->off[0][b], 0);
   }
 }
 
