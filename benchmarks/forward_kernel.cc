@@ -73,13 +73,14 @@ int main(int argc, char** argv) {
   const int threads = argc > 3 ? std::max(1, std::atoi(argv[3])) : 1;
 
   std::vector<float> input(g.n * g.c * g.plane), grid(g.n * g.points * g.k);
-  std::vector<float> output(g.n * g.c * g.points + 8);
+  std::vector<float> output(g.n * g.c * g.points + 16);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1.1f, 1.1f);
   for (float& v : input) v = uniform(rng);
   for (float& v : grid) v = uniform(rng);
-  // 32-byte aligned output, as XLA's buffers are.
-  float* out = output.data() + ((32 - (reinterpret_cast<uintptr_t>(output.data()) & 31)) & 31) / 4;
+  // 64-byte aligned output, as XLA's CPU buffers are (so that 16-float runs of
+  // the output rows are whole cache lines, as the streaming stores expect).
+  float* out = output.data() + ((64 - (reinterpret_cast<uintptr_t>(output.data()) & 63)) & 63) / 4;
 
   // The handler's chunks of points (grid_sample_forward_cpu.cc).
   const int block = g.k == 3                   ? gs_cpu::TapBlock<float, 3, gs::kBilinear>::kBlock
