@@ -17,6 +17,7 @@
 
 #include "../common/ffi_contract.h"
 #include "backward_bands.h"
+#include "bilinear_backward_avx2.h"
 #include "grid_sample_cpu.h"
 #include "parallel.h"
 #include "tap_row.h"
@@ -69,6 +70,9 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   constexpr int kT1 = TB::kT1;
   // The row form of full points (channels first, storage = compute type).
   constexpr bool kRows = !kChannelsLast && std::is_same_v<S, T>;
+  constexpr bool kBilinearBlock =
+      kRows && K == 2 && kInterp == gs::kBilinear && std::is_same_v<T, float>;
+  static_assert(!kBilinearBlock || kBlock == kBilinearBackwardBlock);
   const int64_t n_batch = g.n, channels = g.c, points = g.points, plane = g.plane;
   const bool need_gi = grad_input != nullptr;
   const bool need_gg = grad_grid != nullptr && kHasGridGrad;
@@ -87,9 +91,18 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   auto process = [&](int64_t n, int64_t c_begin, int64_t c_end, const int64_t* list,
                      const S* list_coords, int64_t p_begin, int64_t count, int64_t band_lo,
                      int64_t band_hi, T* gi_buf, bool want_grid, auto&& write_grid) {
-    auto tb = NewTapBlock<TB>();
     const bool grad = want_grid && need_gg;
     std::unique_ptr<int64_t[]> pidx(new int64_t[kBlock]);
+    // 2D bilinear float32 (channels first): the AVX2 block, bitwise the same.
+    std::unique_ptr<BilinearBackwardTables> bilinear;
+    std::unique_ptr<float[]> bilinear_grid;
+    if constexpr (kBilinearBlock) {
+      if (BilinearBackwardBlockFits(g)) {
+        bilinear.reset(new BilinearBackwardTables);
+        if (grad) bilinear_grid.reset(new float[2 * kBlock]);
+      }
+    }
+    auto tb = bilinear != nullptr ? nullptr : NewTapBlock<TB>();
     std::unique_ptr<T[]> gacc(grad ? new T[kBlock * K] : nullptr);
     // Per-tap channel sums of the row form (see below).
     std::unique_ptr<T[]> acc(kRows && grad ? new T[kBlock * kTaps] : nullptr);
@@ -104,6 +117,20 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       } else {
         for (int64_t b = 0; b < cnt; ++b) pidx[b] = p_begin + j0 + b;
         block_grid = grid_n + (p_begin + j0) * K;
+      }
+      if constexpr (kBilinearBlock) {
+        if (bilinear != nullptr) {
+          const BilinearBackwardBlock block{block_grid, pidx.get(), static_cast<int>(cnt), n,
+                                            c_begin, c_end, band_lo, band_hi, grad_out, input,
+                                            gi_buf, bilinear_grid.get()};
+          BilinearBackwardBlockAvx2F32(g, block, bilinear.get());
+          if (grad) {
+            for (int64_t b = 0; b < cnt; ++b) {
+              for (int a = 0; a < K; ++a) write_grid(j0 + b, pidx[b], a, bilinear_grid[b * K + a]);
+            }
+          }
+          continue;
+        }
       }
       FillTaps<Fmt, K, kInterp>(block_grid, cnt, g, grad, tb.get(), band_lo, band_hi);
       if (grad) std::fill(gacc.get(), gacc.get() + cnt * K, T(0));

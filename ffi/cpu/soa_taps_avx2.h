@@ -60,11 +60,14 @@ struct SoaTaps {
 
 // Taps of one axis for `cnt` points (coordinate stride K); padding and
 // align_corners are constants here so that the loop has no branches left.
-template <int K, int kInterp, int kPad, bool kAlign, int kB>
+// With kDmult, also each point's chain factor d(padded coordinate) /
+// d(normalized coordinate) in dm (the backward's).
+template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
 __attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restrict coord,
                                                           int cnt, int64_t size,
                                                           int32_t (*__restrict ix)[kB],
-                                                          float (*__restrict wx)[kB]) {
+                                                          float (*__restrict wx)[kB],
+                                                          float* __restrict dm = nullptr) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   auto fill = [&](auto moderate) {
     for (int b = 0; b < cnt; ++b) {
@@ -75,6 +78,7 @@ __attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restric
         ix[i][b] = t.idx[i];
         wx[i][b] = t.w[i];
       }
+      if constexpr (kDmult) dm[b] = t.dmult;
     }
   };
   // Reflection needs a library fmod for huge coordinates, which keeps the

@@ -1,0 +1,278 @@
+// The CPU backward's block for 2D bilinear float32, channels first; see
+// bilinear_backward_avx2.h. Every sum below repeats, operation by operation,
+// the generic block in grid_sample_backward_cpu.cc.
+#include "bilinear_backward_avx2.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "../common/grid_sample_math.h"
+#include "grid_sample_avx2.h"
+#include "grid_sample_cpu.h"
+#include "soa_taps_avx2.h"
+#include "tap_row.h"
+
+namespace gs_cpu {
+
+#if GS_CPU_HAVE_AVX2_PATH
+
+bool BilinearBackwardBlockFits(const Geometry& g) { return HasAvx2Fma() && Avx2PathFits(g); }
+
+namespace {
+
+using Tables = BilinearBackwardTables;
+using Rows = TapRowPair<float>;
+
+// The per-axis taps (y restricted to the band), then the points sorted into
+// `full` and `part` as FillTaps sorts them.
+__attribute__((target("avx2,fma"))) void FillTables(const Geometry& g,
+                                                    const BilinearBackwardBlock& blk,
+                                                    Tables* __restrict t) {
+  const int cnt = blk.cnt;
+  DispatchPadding(g, [&](auto pad, auto align) {
+    constexpr int kPad = static_cast<int>(decltype(pad)::value);
+    constexpr bool kAlign = decltype(align)::value;
+    AxisSoa<2, gs::kBilinear, kPad, kAlign, Tables::kB, true>(blk.coords, cnt, g.w, t->idx[0],
+                                                               t->w[0], t->dm[0]);
+    AxisSoa<2, gs::kBilinear, kPad, kAlign, Tables::kB, true>(blk.coords + 1, cnt, g.h,
+                                                               t->idx[1], t->w[1], t->dm[1]);
+  });
+  // Bands lie within [0, h], and h fits in int32 (Avx2PathFits).
+  const int32_t lo = static_cast<int32_t>(std::clamp<int64_t>(blk.band_lo, 0, g.h));
+  const int32_t hi = static_cast<int32_t>(std::clamp<int64_t>(blk.band_hi, 0, g.h));
+  for (int j = 0; j < 2; ++j) {
+    int32_t* __restrict y = t->idx[1][j];
+    for (int b = 0; b < cnt; ++b) y[b] = (y[b] >= lo) & (y[b] < hi) ? y[b] : -1;
+  }
+  // Past the last point, up to the group of 8: no taps (lanes never listed).
+  for (int a = 0; a < 2; ++a) {
+    for (int i = 0; i < 2; ++i) {
+      for (int b = cnt; b < ((cnt + 7) & ~7); ++b) {
+        t->idx[a][i][b] = -1;
+        t->w[a][i][b] = 0.f;
+      }
+    }
+  }
+  // Eight points at a time: which have all taps in range (x1 = x0 + 1, as
+  // FillTaps requires; only huge widths can break it), their row offsets
+  // and tap weights (wx * wy, stored per point), and the tap counts of the
+  // others.
+  const __m256i minus1 = _mm256_set1_epi32(-1), one = _mm256_set1_epi32(1);
+  const __m256i width = _mm256_set1_epi32(static_cast<int32_t>(g.w));
+  int n_full = 0, n_part = 0;
+  int unsorted[Tables::kB];
+  uint8_t taps[Tables::kB];
+  for (int b = 0; b < cnt; b += 8) {
+    __m256i axis[2][2];
+    for (int a = 0; a < 2; ++a) {
+      for (int i = 0; i < 2; ++i) {
+        axis[a][i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t->idx[a][i] + b));
+      }
+    }
+    const __m256i x0 = axis[0][0], x1 = axis[0][1], y0 = axis[1][0], y1 = axis[1][1];
+    const __m256i x0_in = _mm256_cmpgt_epi32(x0, minus1), x1_in = _mm256_cmpgt_epi32(x1, minus1);
+    const __m256i y0_in = _mm256_cmpgt_epi32(y0, minus1), y1_in = _mm256_cmpgt_epi32(y1, minus1);
+    const __m256i full = _mm256_and_si256(
+        _mm256_and_si256(x0_in, _mm256_cmpeq_epi32(x1, _mm256_add_epi32(x0, one))),
+        _mm256_and_si256(y0_in, y1_in));
+    // Offsets of full points: < plane <= INT32_MAX (the others' are unused).
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t->row_off[0] + b),
+                        _mm256_add_epi32(_mm256_mullo_epi32(y0, width), x0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t->row_off[1] + b),
+                        _mm256_add_epi32(_mm256_mullo_epi32(y1, width), x0));
+    const __m256 wx0 = _mm256_load_ps(t->w[0][0] + b), wx1 = _mm256_load_ps(t->w[0][1] + b);
+    const __m256 wy0 = _mm256_load_ps(t->w[1][0] + b), wy1 = _mm256_load_ps(t->w[1][1] + b);
+    // Weights of taps (y0, x0), (y0, x1), (y1, x0), (y1, x1), then per point.
+    const __m256 w00 = _mm256_mul_ps(wx0, wy0), w01 = _mm256_mul_ps(wx1, wy0);
+    const __m256 w10 = _mm256_mul_ps(wx0, wy1), w11 = _mm256_mul_ps(wx1, wy1);
+    const __m256 t0 = _mm256_unpacklo_ps(w00, w01), t1 = _mm256_unpackhi_ps(w00, w01);
+    const __m256 t2 = _mm256_unpacklo_ps(w10, w11), t3 = _mm256_unpackhi_ps(w10, w11);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    _mm256_store_ps(t->tap_w[b], _mm256_permute2f128_ps(u0, u1, 0x20));
+    _mm256_store_ps(t->tap_w[b + 2], _mm256_permute2f128_ps(u2, u3, 0x20));
+    _mm256_store_ps(t->tap_w[b + 4], _mm256_permute2f128_ps(u0, u1, 0x31));
+    _mm256_store_ps(t->tap_w[b + 6], _mm256_permute2f128_ps(u2, u3, 0x31));
+    // Taps in range: (x0 in + x1 in) * (y0 in + y1 in).
+    alignas(32) int32_t count[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(count),
+                       _mm256_mullo_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                           _mm256_add_epi32(x0_in, x1_in)),
+                                          _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                           _mm256_add_epi32(y0_in, y1_in))));
+    const unsigned lanes = cnt - b >= 8 ? 0xFFu : (1u << (cnt - b)) - 1;
+    unsigned full_bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(full)));
+    unsigned part_bits = ~full_bits & lanes;
+    full_bits &= lanes;
+    for (; full_bits != 0; full_bits &= full_bits - 1) {
+      t->full[n_full++] = b + __builtin_ctz(full_bits);
+    }
+    for (; part_bits != 0; part_bits &= part_bits - 1) {
+      const int i = __builtin_ctz(part_bits);
+      taps[n_part] = static_cast<uint8_t>(count[i]);
+      unsorted[n_part++] = b + i;
+    }
+  }
+  t->n_full = n_full;
+  // Stable counting sort by tap count.
+  int start[6] = {};
+  for (int i = 0; i < n_part; ++i) ++start[taps[i] + 1];
+  for (int k = 0; k < 5; ++k) start[k + 1] += start[k];
+  std::copy(start, start + 6, t->part_begin);
+  for (int i = 0; i < n_part; ++i) t->part[start[taps[i]]++] = unsorted[i];
+}
+
+// Points with all taps in range, channels [c0, c0 + kG): the scatter into
+// grad_input (kGi) and the per-tap channel sums (kGrad), two rows of two
+// taps at a time.
+template <int kG, bool kGi, bool kGrad>
+__attribute__((target("avx2,fma"))) void FullPoints(const Geometry& g,
+                                                    const BilinearBackwardBlock& blk,
+                                                    int64_t c0, Tables* __restrict t) {
+  const float* go[kG];
+  const float* src[kG];
+  float* gi[kG];
+  for (int k = 0; k < kG; ++k) {
+    const int64_t nc = blk.n * g.c + c0 + k;
+    go[k] = blk.grad_out + nc * g.points;
+    src[k] = blk.input + nc * g.plane;
+    gi[k] = kGi ? blk.gi + nc * g.plane : nullptr;
+  }
+  for (int i = 0; i < t->n_full; ++i) {
+    const int b = t->full[i];
+    const int64_t p = blk.pidx[b];
+    const int64_t off0 = t->row_off[0][b], off1 = t->row_off[1][b];
+    float gv[kG];
+    for (int k = 0; k < kG; ++k) gv[k] = go[k][p];
+    if constexpr (kGi) {
+      const Rows w = Rows::Load(t->tap_w[b]);
+      for (int k = 0; k < kG; ++k) {
+        Rows v = Rows::Load(gi[k] + off0, gi[k] + off1);
+        v.AddScaled(gv[k], w);
+        v.Store(gi[k] + off0, gi[k] + off1);
+      }
+    }
+    if constexpr (kGrad) {
+      Rows sum = Rows::Load(t->tap_sum[b]);
+      for (int k = 0; k < kG; ++k) sum.AddScaled(gv[k], Rows::Load(src[k] + off0, src[k] + off1));
+      sum.Store(t->tap_sum[b]);
+    }
+  }
+}
+
+template <bool kGi, bool kGrad>
+__attribute__((target("avx2,fma"))) void AllFullPoints(const Geometry& g,
+                                                       const BilinearBackwardBlock& blk,
+                                                       Tables* __restrict t) {
+  int64_t c = blk.c_begin;
+  for (; c + 4 <= blk.c_end; c += 4) FullPoints<4, kGi, kGrad>(g, blk, c, t);
+  switch (blk.c_end - c) {
+    case 3: return FullPoints<3, kGi, kGrad>(g, blk, c, t);
+    case 2: return FullPoints<2, kGi, kGrad>(g, blk, c, t);
+    case 1: return FullPoints<1, kGi, kGrad>(g, blk, c, t);
+    default: return;
+  }
+}
+
+// The grid gradient of a full point from its per-tap sums A: sum over taps
+// of d(weight)/d(coordinate) * A, the derivatives of bilinear's weights
+// being -1 and +1 times the other axis' weight.
+__attribute__((target("avx2,fma"))) void FoldFullPoints(const BilinearBackwardBlock& blk,
+                                                        const Tables* __restrict t) {
+  for (int i = 0; i < t->n_full; ++i) {
+    const int b = t->full[i];
+    const float* a = t->tap_sum[b];
+    const float wx[2] = {t->w[0][0][b], t->w[0][1][b]};
+    const float wy[2] = {t->w[1][0][b], t->w[1][1][b]};
+    float sx = 0.f, sy = 0.f;
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < 2; ++k) {
+        const float d = k == 0 ? -1.f : 1.f;  // d(weight of x tap k)/dx, likewise for y tap j
+        sx += (d * wy[j]) * a[2 * j + k];
+      }
+    }
+    for (int j = 0; j < 2; ++j) {
+      const float d = j == 0 ? -1.f : 1.f;
+      for (int k = 0; k < 2; ++k) sy += (wx[k] * d) * a[2 * j + k];
+    }
+    float gx = 0.f, gy = 0.f;
+    gx += sx;
+    gy += sy;
+    blk.grid_grad[2 * b] = gx * t->dm[0][b];
+    blk.grid_grad[2 * b + 1] = gy * t->dm[1][b];
+  }
+}
+
+// The other points, one at a time: each in-range tap in tap order, channel
+// by channel.
+__attribute__((target("avx2,fma"))) void PartPoints(const Geometry& g,
+                                                    const BilinearBackwardBlock& blk,
+                                                    const Tables* __restrict t) {
+  const int64_t w = g.w;
+  for (int i = t->part_begin[0]; i < t->part_begin[5]; ++i) {
+    const int b = t->part[i];
+    int64_t off[4];
+    float wt[4], dx[4], dy[4];
+    int nt = 0;
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < 2; ++k) {
+        const int32_t x = t->idx[0][k][b], y = t->idx[1][j][b];
+        if (x < 0 || y < 0) continue;
+        const float wx = t->w[0][k][b], wy = t->w[1][j][b];
+        off[nt] = int64_t{y} * w + x;
+        wt[nt] = wx * wy;
+        dx[nt] = (k == 0 ? -1.f : 1.f) * wy;
+        dy[nt] = wx * (j == 0 ? -1.f : 1.f);
+        ++nt;
+      }
+    }
+    float gx = 0.f, gy = 0.f;
+    const int64_t p = blk.pidx[b];
+    for (int64_t c = blk.c_begin; c < blk.c_end; ++c) {
+      const int64_t nc = blk.n * g.c + c;
+      const float gv = blk.grad_out[nc * g.points + p];
+      const float* src = blk.input + nc * g.plane;
+      float* gi = blk.gi != nullptr ? blk.gi + nc * g.plane : nullptr;
+      for (int u = 0; u < nt; ++u) {
+        if (gi != nullptr) gi[off[u]] += wt[u] * gv;
+        if (blk.grid_grad != nullptr) {
+          const float prod = gv * src[off[u]];
+          gx += prod * dx[u];
+          gy += prod * dy[u];
+        }
+      }
+    }
+    if (blk.grid_grad != nullptr) {
+      blk.grid_grad[2 * b] = gx * t->dm[0][b];
+      blk.grid_grad[2 * b + 1] = gy * t->dm[1][b];
+    }
+  }
+}
+
+}  // namespace
+
+void BilinearBackwardBlockAvx2F32(const Geometry& g, const BilinearBackwardBlock& blk,
+                                  BilinearBackwardTables* tables) {
+  FillTables(g, blk, tables);
+  const bool gi = blk.gi != nullptr, grad = blk.grid_grad != nullptr;
+  if (grad) std::fill(&tables->tap_sum[0][0], &tables->tap_sum[0][0] + 4 * blk.cnt, 0.f);
+  if (gi && grad) {
+    AllFullPoints<true, true>(g, blk, tables);
+  } else if (gi) {
+    AllFullPoints<true, false>(g, blk, tables);
+  } else if (grad) {
+    AllFullPoints<false, true>(g, blk, tables);
+  }
+  if (grad) FoldFullPoints(blk, tables);
+  PartPoints(g, blk, tables);
+}
+
+#else  // !GS_CPU_HAVE_AVX2_PATH
+
+bool BilinearBackwardBlockFits(const Geometry&) { return false; }
+void BilinearBackwardBlockAvx2F32(const Geometry&, const BilinearBackwardBlock&,
+                                  BilinearBackwardTables*) {}
+
+#endif  // GS_CPU_HAVE_AVX2_PATH
+
+}  // namespace gs_cpu

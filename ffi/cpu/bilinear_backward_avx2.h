@@ -1,0 +1,72 @@
+// The CPU backward's block of points for 2D bilinear float32 with channels
+// first, in AVX2 + FMA (implementation in bilinear_backward_avx2.cc).
+//
+// Why: with few channels, the generic block (BackwardKernel's `process`)
+// spent about as long building its per-point tap tables (FillTaps: 64-bit
+// offsets, weights and weight derivatives of every tap) as using them. This
+// block keeps per-axis tables that vectorize and, per point, only the
+// offsets of its two rows of taps and their four weights; the weight
+// derivatives of bilinear are +-1, so the grid gradient is folded from the
+// per-axis weights directly.
+//
+// Results are bitwise those of the generic block: the same points in the
+// same order (points with every tap in range first, then the others by tap
+// count), the same multiplies and adds in the same order, and the same
+// block boundaries (kBilinearBackwardBlock points, the generic block size).
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
+
+#include <cstdint>
+
+#include "grid_sample_cpu.h"
+
+namespace gs_cpu {
+
+inline constexpr int kBilinearBackwardBlock = TapBlock<float, 2, gs::kBilinear>::kBlock;
+
+// Per-block tables (about 150 KiB: allocate one per task).
+struct BilinearBackwardTables {
+  static constexpr int kB = kBilinearBackwardBlock;
+  // Per axis a (0: x, 1: y) and tap i: index (-1 when out of range, or for
+  // y outside the band), weight; per axis, the chain factor.
+  alignas(32) int32_t idx[2][2][kB];
+  alignas(32) float w[2][2][kB];
+  alignas(32) float dm[2][kB];
+  // Points with all four taps in range: offsets of their two rows of taps
+  // (x0 in rows y0 and y1) and the weights of taps (y0, x0), (y0, x1),
+  // (y1, x0), (y1, x1); their per-tap channel sums for the grid gradient.
+  alignas(32) int32_t row_off[2][kB];
+  alignas(32) float tap_w[kB][4];
+  alignas(16) float tap_sum[kB][4];
+  int full[kB];
+  int n_full;
+  // The others, by number of taps in range (0 to 4): part[part_begin[t] ..
+  // part_begin[t + 1]) have t taps.
+  int part[kB];
+  int part_begin[6];
+};
+
+// Whether the block can be used: AVX2 + FMA, and int32 offsets.
+bool BilinearBackwardBlockFits(const Geometry& g);
+
+// One block of `cnt` (<= kBilinearBackwardBlock) points of batch element n,
+// channels [c_begin, c_end), taps with y in [band_lo, band_hi) only:
+// coordinates `coords` (2 floats a point), indices within the batch element
+// `pidx`. Adds into grad_input (`gi`, if not null) and, if `grid_grad` is not
+// null, writes each point's grid gradient there (2 floats a point).
+struct BilinearBackwardBlock {
+  const float* coords;
+  const int64_t* pidx;
+  int cnt;
+  int64_t n, c_begin, c_end, band_lo, band_hi;
+  const float* grad_out;
+  const float* input;
+  float* gi;
+  float* grid_grad;
+};
+void BilinearBackwardBlockAvx2F32(const Geometry& g, const BilinearBackwardBlock& block,
+                                  BilinearBackwardTables* tables);
+
+}  // namespace gs_cpu
+
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
