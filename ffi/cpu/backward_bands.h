@@ -74,6 +74,41 @@ void ForEachEntry(const BandLists<S>& lists, int64_t points, int64_t bands, int6
   }
 }
 
+// Pass 1 of BuildBandLists for one block of `cnt` points: the first and
+// last band of each (from the taps of the last axis, computed by FillTaps'
+// own first pass, so both agree on every index; band 0 for a point with no
+// tap in range), and, added to count[b], how many of them have a tap in
+// band b.
+template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign>
+GS_CPU_INLINE void BlockBands(const typename Fmt::Storage* block, int64_t cnt, int64_t size,
+                              const uint8_t* band_of, int64_t bands,
+                              TapBlock<typename Fmt::Compute, K, kInterp>* tb, uint8_t* first,
+                              uint8_t* last, int64_t* count) {
+  constexpr int kT1 = gs::TapsPerAxis(kInterp);
+  AxisTaps<Fmt, K, kInterp, kPad, kAlign>(block, cnt, size, K - 1, tb);
+  // Four sets of counters, taken in turn: consecutive points in the same band
+  // do not wait for each other's increment. Slot kMaxBands counts nothing.
+  int64_t tally[4][kMaxBands + 1] = {};
+  for (int64_t b = 0; b < cnt; ++b) {
+    // The lowest and highest in-range tap (index 0 for both when none).
+    int64_t l = size, h = -1;
+    for (int i = 0; i < kT1; ++i) {
+      const int64_t idx = tb->aidx[K - 1][i][b];
+      l = std::min(l, idx >= 0 ? idx : size);
+      h = std::max(h, idx);
+    }
+    const uint8_t bf = band_of[h < 0 ? 0 : l], bl = band_of[h < 0 ? 0 : h];
+    first[b] = bf;
+    last[b] = bl;
+    int64_t* t = tally[b & 3];
+    ++t[bf];
+    ++t[bl != bf ? bl : kMaxBands];  // the second band (bf + 1), if any
+  }
+  for (int64_t band = 0; band < bands; ++band) {
+    count[band] += tally[0][band] + tally[1][band] + tally[2][band] + tally[3][band];
+  }
+}
+
 // Builds the lists from the taps of the last axis (computed by FillTaps'
 // own first pass, so both agree on every index). Requires
 // 1 < bands <= kMaxBands, each band at least one tap span tall, so that a
@@ -83,7 +118,6 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
                     const typename Fmt::Storage* grid, int64_t bands,
                     BandLists<typename Fmt::Storage>* out) {
   using T = typename Fmt::Compute;
-  constexpr int kT1 = gs::TapsPerAxis(kInterp);
   const int64_t size = BandAxisSize(g);
   const int64_t points = g.points;
   const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
@@ -104,37 +138,27 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
     const int64_t n = chunk / chunks_per_n;
     const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
     const int64_t p_end = std::min(points, p_begin + kBandChunk);
-    int64_t count[kMaxBands + 1] = {};
+    int64_t count[kMaxBands] = {};
     auto tb = NewTapBlock<TB>();
-    std::vector<int64_t> lo(TB::kBlock), hi(TB::kBlock);
     for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
       const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
       const typename Fmt::Storage* block = grid + (n * points + p0) * K;
-      DispatchPadding(g, [&](auto pad, auto align) {
-        AxisTaps<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
-            block, cnt, size, K - 1, tb.get());
-      });
-      // The lowest and highest in-range tap (index 0 for both when none).
-      for (int64_t b = 0; b < cnt; ++b) {
-        int64_t l = size, h = -1;
-        for (int i = 0; i < kT1; ++i) {
-          const int64_t idx = tb->aidx[K - 1][i][b];
-          l = std::min(l, idx >= 0 ? idx : size);
-          h = std::max(h, idx);
-        }
-        lo[b] = h < 0 ? 0 : l;
-        hi[b] = h < 0 ? 0 : h;
-      }
       uint8_t* first = out->first.data() + n * points + p0;
       uint8_t* last = out->last.data() + n * points + p0;
-      for (int64_t b = 0; b < cnt; ++b) {
-        const uint8_t bf = band_of[lo[b]], bl = band_of[hi[b]];
-        first[b] = bf;
-        last[b] = bl;
-        ++count[bf];
-        // A second band (bl = bf + 1) or none (counted in the spare slot).
-        ++count[bl != bf ? bl : kMaxBands];
+      // As FillTaps: compiled for AVX2 too (the target is set on the lambda).
+#if GS_CPU_HAVE_AVX2_PATH
+      if (HasAvx2Fma()) {
+        DispatchPadding(g, [&](auto pad, auto align) __attribute__((target("avx2,fma"))) {
+          BlockBands<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
+              block, cnt, size, band_of.data(), bands, tb.get(), first, last, count);
+        });
+        continue;
       }
+#endif
+      DispatchPadding(g, [&](auto pad, auto align) {
+        BlockBands<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
+            block, cnt, size, band_of.data(), bands, tb.get(), first, last, count);
+      });
     }
     std::copy(count, count + bands, counts.data() + chunk * bands);
   });
