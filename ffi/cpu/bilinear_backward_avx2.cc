@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/grid_sample_math.h"
 #include "grid_sample_avx2.h"
@@ -160,93 +161,104 @@ __attribute__((target("avx2,fma"))) void FullPoints(const Geometry& g,
   }
 }
 
-template <bool kGi, bool kGrad>
-__attribute__((target("avx2,fma"))) void AllFullPoints(const Geometry& g,
-                                                       const BilinearBackwardBlock& blk,
-                                                       Tables* __restrict t) {
-  int64_t c = blk.c_begin;
-  for (; c + 4 <= blk.c_end; c += 4) FullPoints<4, kGi, kGrad>(g, blk, c, t);
-  switch (blk.c_end - c) {
-    case 3: return FullPoints<3, kGi, kGrad>(g, blk, c, t);
-    case 2: return FullPoints<2, kGi, kGrad>(g, blk, c, t);
-    case 1: return FullPoints<1, kGi, kGrad>(g, blk, c, t);
-    default: return;
-  }
-}
-
-// The grid gradient of a full point from its per-tap sums A: sum over taps
-// of d(weight)/d(coordinate) * A, the derivatives of bilinear's weights
-// being -1 and +1 times the other axis' weight.
-__attribute__((target("avx2,fma"))) void FoldFullPoints(const BilinearBackwardBlock& blk,
-                                                        const Tables* __restrict t) {
-  for (int i = 0; i < t->n_full; ++i) {
-    const int b = t->full[i];
-    const float* a = t->tap_sum[b];
-    const float wx[2] = {t->w[0][0][b], t->w[0][1][b]};
-    const float wy[2] = {t->w[1][0][b], t->w[1][1][b]};
-    float sx = 0.f, sy = 0.f;
-    for (int j = 0; j < 2; ++j) {
-      for (int k = 0; k < 2; ++k) {
-        const float d = k == 0 ? -1.f : 1.f;  // d(weight of x tap k)/dx, likewise for y tap j
-        sx += (d * wy[j]) * a[2 * j + k];
-      }
-    }
-    for (int j = 0; j < 2; ++j) {
-      const float d = j == 0 ? -1.f : 1.f;
-      for (int k = 0; k < 2; ++k) sy += (wx[k] * d) * a[2 * j + k];
-    }
-    float gx = 0.f, gy = 0.f;
-    gx += sx;
-    gy += sy;
-    blk.grid_grad[2 * b] = gx * t->dm[0][b];
-    blk.grid_grad[2 * b + 1] = gy * t->dm[1][b];
-  }
-}
-
-// The other points, one at a time: each in-range tap in tap order, channel
-// by channel.
-__attribute__((target("avx2,fma"))) void PartPoints(const Geometry& g,
-                                                    const BilinearBackwardBlock& blk,
-                                                    const Tables* __restrict t) {
-  const int64_t w = g.w;
+// The other points: their in-range taps, in tap order, in part_off and (the
+// weights) tap_w.
+__attribute__((target("avx2,fma"))) void PartTaps(const Geometry& g, Tables* __restrict t) {
+  const int32_t w32 = static_cast<int32_t>(g.w);
   for (int i = t->part_begin[0]; i < t->part_begin[5]; ++i) {
     const int b = t->part[i];
-    int64_t off[4];
-    float wt[4], dx[4], dy[4];
-    int nt = 0;
+    int u = 0;
     for (int j = 0; j < 2; ++j) {
       for (int k = 0; k < 2; ++k) {
         const int32_t x = t->idx[0][k][b], y = t->idx[1][j][b];
         if (x < 0 || y < 0) continue;
-        const float wx = t->w[0][k][b], wy = t->w[1][j][b];
-        off[nt] = int64_t{y} * w + x;
-        wt[nt] = wx * wy;
-        dx[nt] = (k == 0 ? -1.f : 1.f) * wy;
-        dy[nt] = wx * (j == 0 ? -1.f : 1.f);
-        ++nt;
+        t->part_off[b][u] = y * w32 + x;  // < plane <= INT32_MAX
+        t->tap_w[b][u++] = t->w[0][k][b] * t->w[1][j][b];
       }
     }
-    float gx = 0.f, gy = 0.f;
-    const int64_t p = blk.pidx[b];
-    for (int64_t c = blk.c_begin; c < blk.c_end; ++c) {
-      const int64_t nc = blk.n * g.c + c;
-      const float gv = blk.grad_out[nc * g.points + p];
-      const float* src = blk.input + nc * g.plane;
-      float* gi = blk.gi != nullptr ? blk.gi + nc * g.plane : nullptr;
+  }
+}
+
+// The other points, channels [c0, c0 + kG): as FullPoints, tap by tap.
+template <int kG, bool kGi, bool kGrad>
+__attribute__((target("avx2,fma"))) void PartPoints(const Geometry& g,
+                                                    const BilinearBackwardBlock& blk,
+                                                    int64_t c0, Tables* __restrict t) {
+  const float* go[kG];
+  const float* src[kG];
+  float* gi[kG];
+  for (int k = 0; k < kG; ++k) {
+    const int64_t nc = blk.n * g.c + c0 + k;
+    go[k] = blk.grad_out + nc * g.points;
+    src[k] = blk.input + nc * g.plane;
+    gi[k] = kGi ? blk.gi + nc * g.plane : nullptr;
+  }
+  for (int nt = 1; nt <= 4; ++nt) {
+    for (int i = t->part_begin[nt]; i < t->part_begin[nt + 1]; ++i) {
+      const int b = t->part[i];
+      const int64_t p = blk.pidx[b];
+      float gv[kG];
+      for (int k = 0; k < kG; ++k) gv[k] = go[k][p];
       for (int u = 0; u < nt; ++u) {
-        if (gi != nullptr) gi[off[u]] += wt[u] * gv;
-        if (blk.grid_grad != nullptr) {
-          const float prod = gv * src[off[u]];
-          gx += prod * dx[u];
-          gy += prod * dy[u];
+        const int64_t off = t->part_off[b][u];
+        if constexpr (kGi) {
+          const float wt = t->tap_w[b][u];
+          for (int k = 0; k < kG; ++k) gi[k][off] += gv[k] * wt;
+        }
+        if constexpr (kGrad) {
+          float sum = t->tap_sum[b][u];
+          for (int k = 0; k < kG; ++k) sum += gv[k] * src[k][off];
+          t->tap_sum[b][u] = sum;
         }
       }
     }
-    if (blk.grid_grad != nullptr) {
-      blk.grid_grad[2 * b] = gx * t->dm[0][b];
-      blk.grid_grad[2 * b + 1] = gy * t->dm[1][b];
-    }
   }
+}
+
+// All points, channel groups of up to 4 (any grouping gives the same sums).
+template <bool kGi, bool kGrad>
+__attribute__((target("avx2,fma"))) void AllPoints(const Geometry& g,
+                                                   const BilinearBackwardBlock& blk,
+                                                   Tables* __restrict t) {
+  auto group = [&](auto size, int64_t c) {
+    FullPoints<decltype(size)::value, kGi, kGrad>(g, blk, c, t);
+    PartPoints<decltype(size)::value, kGi, kGrad>(g, blk, c, t);
+  };
+  int64_t c = blk.c_begin;
+  for (; c + 4 <= blk.c_end; c += 4) group(std::integral_constant<int, 4>{}, c);
+  switch (blk.c_end - c) {
+    case 3: return group(std::integral_constant<int, 3>{}, c);
+    case 2: return group(std::integral_constant<int, 2>{}, c);
+    case 1: return group(std::integral_constant<int, 1>{}, c);
+    default: return;
+  }
+}
+
+// The grid gradient of each point from its per-tap sums A (of its taps in
+// range, in tap order): sum over taps of d(weight)/d(coordinate) * A, the
+// derivatives of bilinear's weights being -1 and +1 times the other axis'
+// weight; then times the chain factor. Full points first, without the
+// range checks.
+__attribute__((target("avx2,fma"))) void FoldGrid(const BilinearBackwardBlock& blk,
+                                                  const Tables* __restrict t) {
+  auto fold = [&](int b, auto all_in_range) {
+    const float* a = t->tap_sum[b];
+    float sx = 0.f, sy = 0.f;
+    int u = 0;
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < 2; ++k) {
+        if (!all_in_range && (t->idx[0][k][b] < 0 || t->idx[1][j][b] < 0)) continue;
+        const float wx = t->w[0][k][b], wy = t->w[1][j][b];
+        sx += ((k == 0 ? -1.f : 1.f) * wy) * a[u];
+        sy += (wx * (j == 0 ? -1.f : 1.f)) * a[u];
+        ++u;
+      }
+    }
+    blk.grid_grad[2 * b] = sx * t->dm[0][b];
+    blk.grid_grad[2 * b + 1] = sy * t->dm[1][b];
+  };
+  for (int i = 0; i < t->n_full; ++i) fold(t->full[i], std::true_type{});
+  for (int i = t->part_begin[0]; i < t->part_begin[5]; ++i) fold(t->part[i], std::false_type{});
 }
 
 }  // namespace
@@ -254,17 +266,17 @@ __attribute__((target("avx2,fma"))) void PartPoints(const Geometry& g,
 void BilinearBackwardBlockAvx2F32(const Geometry& g, const BilinearBackwardBlock& blk,
                                   BilinearBackwardTables* tables) {
   FillTables(g, blk, tables);
+  PartTaps(g, tables);
   const bool gi = blk.gi != nullptr, grad = blk.grid_grad != nullptr;
   if (grad) std::fill(&tables->tap_sum[0][0], &tables->tap_sum[0][0] + 4 * blk.cnt, 0.f);
   if (gi && grad) {
-    AllFullPoints<true, true>(g, blk, tables);
+    AllPoints<true, true>(g, blk, tables);
   } else if (gi) {
-    AllFullPoints<true, false>(g, blk, tables);
+    AllPoints<true, false>(g, blk, tables);
   } else if (grad) {
-    AllFullPoints<false, true>(g, blk, tables);
+    AllPoints<false, true>(g, blk, tables);
   }
-  if (grad) FoldFullPoints(blk, tables);
-  PartPoints(g, blk, tables);
+  if (grad) FoldGrid(blk, tables);
 }
 
 #else  // !GS_CPU_HAVE_AVX2_PATH

@@ -5,14 +5,18 @@
 // spent about as long building its per-point tap tables (FillTaps: 64-bit
 // offsets, weights and weight derivatives of every tap) as using them. This
 // block keeps per-axis tables that vectorize and, per point, only the
-// offsets of its two rows of taps and their four weights; the weight
-// derivatives of bilinear are +-1, so the grid gradient is folded from the
-// per-axis weights directly.
+// offsets of its taps and their weights; the weight derivatives of bilinear
+// are +-1, so the grid gradient is folded from the per-axis weights
+// directly.
 //
-// Results are bitwise those of the generic block: the same points in the
-// same order (points with every tap in range first, then the others by tap
-// count), the same multiplies and adds in the same order, and the same
-// block boundaries (kBilinearBackwardBlock points, the generic block size).
+// It visits the points as the generic block does (those with every tap in
+// range first, then the others by tap count; the same block boundaries,
+// kBilinearBackwardBlock points), so grad_input is bitwise the generic
+// block's, and so is the grid gradient of points with every tap in range.
+// For the others the grid gradient sums each tap over the channels first,
+// as for full points, where the generic block sums tap by tap within each
+// channel (whose dependent chain of adds made those points several times
+// slower than full ones): the same terms, added in another fixed order.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
 
@@ -32,16 +36,18 @@ struct BilinearBackwardTables {
   alignas(32) int32_t idx[2][2][kB];
   alignas(32) float w[2][2][kB];
   alignas(32) float dm[2][kB];
-  // Points with all four taps in range: offsets of their two rows of taps
-  // (x0 in rows y0 and y1) and the weights of taps (y0, x0), (y0, x1),
-  // (y1, x0), (y1, x1); their per-tap channel sums for the grid gradient.
+  // Points with all four taps in range (`full`): offsets of their two rows
+  // of taps (x0 in rows y0 and y1). The others (`part`, by number of taps in
+  // range, 0 to 4: part[part_begin[t] .. part_begin[t + 1]) have t): the
+  // offsets of their taps in range, in tap order.
   alignas(32) int32_t row_off[2][kB];
+  int32_t part_off[kB][4];
+  // Per point, of its taps in range in the order (y0, x0), (y0, x1),
+  // (y1, x0), (y1, x1): weights and, for the grid gradient, channel sums.
   alignas(32) float tap_w[kB][4];
   alignas(16) float tap_sum[kB][4];
   int full[kB];
   int n_full;
-  // The others, by number of taps in range (0 to 4): part[part_begin[t] ..
-  // part_begin[t + 1]) have t taps.
   int part[kB];
   int part_begin[6];
 };
