@@ -42,8 +42,8 @@ void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* 
 
 // Whether the gather path reads bilinear taps as pairs of floats, one 8-byte
 // load per row of taps (channels-first, 2 <= w <= 2^24): faster than masked
-// gathers, and in 2D than the tile sampler's channels-last copy unless that
-// copy stays in the L2 (ViaChannelsLastPays).
+// gathers, and in 2D than the tile sampler's channels-last copy except where
+// ViaChannelsLastPays says otherwise.
 bool SamplesPairs(const Geometry& g, int64_t interpolation);
 
 // The tile sampler (grid_sample_avx2_tiles.cc).
@@ -55,7 +55,8 @@ int64_t ChannelsLastStride(int64_t channels);
 // Whether the copy pays for itself here: channels-first, at least two
 // channels, at least 4 taps per point, at least as many tap reads as input
 // elements, and for 2D bilinear read as pairs (SamplesPairs) only a copy of
-// 8 channels or more that takes at most half of a core's L2.
+// 8 channels or more that fits in a core's L2, or whose planes take more
+// than half of its L1.
 bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation);
 
 // Floats of the buffer that ForwardViaChannelsLastAvx2F32 needs: the copy

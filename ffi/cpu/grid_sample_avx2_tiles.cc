@@ -40,17 +40,22 @@ int64_t ChannelsLastStride(int64_t channels) {
 
 namespace {
 
-// Bytes of one core's L2 cache; 0 where the C library does not say.
-int64_t CoreL2Bytes() {
-  static const int64_t bytes = [] {
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return v > 0 ? static_cast<int64_t>(v) : int64_t{0};
-#else
-    return int64_t{0};
+// Bytes of one core's L1 data and L2 caches; 0 where the C library does not
+// say.
+struct CoreCaches {
+  int64_t l1d = 0, l2 = 0;
+};
+
+const CoreCaches& CoreCacheBytes() {
+  static const CoreCaches caches = [] {
+    CoreCaches c;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+    c.l1d = std::max<long>(0, sysconf(_SC_LEVEL1_DCACHE_SIZE));
+    c.l2 = std::max<long>(0, sysconf(_SC_LEVEL2_CACHE_SIZE));
 #endif
+    return c;
   }();
-  return bytes;
+  return caches;
 }
 
 }  // namespace
@@ -61,16 +66,21 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   // does one tap per point (nearest): its gathers are as many as the loads.
   if (g.channels_last || g.c < 2 || taps < 4 || g.points * taps < g.plane) return false;
   // In 3D, with twice the taps per point, the copy pays. In 2D, bilinear
-  // pairs (SamplesPairs) read each plane from the L1 and the tile sampler
-  // reads the copy at random, so the copy pays only while it stays in the
-  // L2, next to the output lines and tables: at most half of it, and 8
-  // channels or more (a pixel of 4 is half a vector). (8 x 32 x 64 x 64,
-  // 512 KiB copies: on a Zen 5 core with 1 MiB of L2, one thread, the copy
-  // took 0.35 ms against 0.56 for the pairs; on a Zen 3 VM with 512 KiB,
-  // under JAX, the two were within the noise, 0.88-1.19 ms.)
+  // pairs (SamplesPairs) read one plane at a time at random, and the tile
+  // sampler the whole copy: the copy pays with 8 channels or more (a pixel
+  // of 4 is half a vector) while it stays in the L2, or when a plane does
+  // not stay in the L1 either. Zen 5 (48 KiB L1d, 1 MiB L2), 8 elements, one
+  // thread, ms pairs / copy: 64x64 with 8, 32, 64, 128 channels 0.16 / 0.13,
+  // 0.54 / 0.37, 1.06 / 0.89, 2.20 / 2.47; 48x48 with 128 channels 1.16 /
+  // 1.27; 96x96 with 32 channels (1.1 MiB copy, 36 KiB planes) 1.40 / 1.05;
+  // 128x128 with 8 and 32 channels 0.69 / 0.72, 3.00 / 2.16; 256x256 with 16
+  // channels 12.4 / 5.5. (On a Zen 3 VM, 512 KiB L2, 64x64 with 32 channels
+  // under JAX, the two were within the noise.)
   if (g.k == 2 && SamplesPairs(g, interpolation)) {
+    const CoreCaches& caches = CoreCacheBytes();
+    if (caches.l1d == 0 || caches.l2 == 0) return false;  // unknown: pairs
     const int64_t copy_bytes = g.plane * ChannelsLastStride(g.c) * int64_t{4};
-    return g.c >= 8 && 2 * copy_bytes <= CoreL2Bytes();
+    return g.c >= 8 && (copy_bytes <= caches.l2 || g.plane * int64_t{4} * 2 > caches.l1d);
   }
   return true;
 }
