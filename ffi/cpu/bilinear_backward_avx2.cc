@@ -123,39 +123,49 @@ __attribute__((target("avx2,fma"))) void FillTables(const Geometry& g,
   for (int i = 0; i < n_part; ++i) t->part[start[taps[i]]++] = unsorted[i];
 }
 
-// Points with all taps in range, channels [c0, c0 + kG): the scatter into
-// grad_input (kGi) and the per-tap channel sums (kGrad), two rows of two
-// taps at a time.
-template <int kG, bool kGi, bool kGrad>
-__attribute__((target("avx2,fma"))) void FullPoints(const Geometry& g,
-                                                    const BilinearBackwardBlock& blk,
-                                                    int64_t c0, Tables* __restrict t) {
+// The planes of channels [c0, c0 + kG) of batch element n: grad_output,
+// input and grad_input (null without it).
+template <int kG>
+struct Planes {
   const float* go[kG];
   const float* src[kG];
   float* gi[kG];
-  for (int k = 0; k < kG; ++k) {
-    const int64_t nc = blk.n * g.c + c0 + k;
-    go[k] = blk.grad_out + nc * g.points;
-    src[k] = blk.input + nc * g.plane;
-    gi[k] = kGi ? blk.gi + nc * g.plane : nullptr;
+  Planes(const Geometry& g, const BilinearBackwardBlock& blk, int64_t c0) {
+    for (int k = 0; k < kG; ++k) {
+      const int64_t nc = blk.n * g.c + c0 + k;
+      go[k] = blk.grad_out + nc * g.points;
+      src[k] = blk.input + nc * g.plane;
+      gi[k] = blk.gi != nullptr ? blk.gi + nc * g.plane : nullptr;
+    }
   }
+};
+
+// Points with all taps in range, channels of `planes`: the scatter into
+// grad_input (kGi) and the per-tap channel sums (kGrad), two rows of two
+// taps at a time.
+template <int kG, bool kGi, bool kGrad>
+__attribute__((target("avx2,fma"))) void FullPoints(const Planes<kG>& planes,
+                                                    const BilinearBackwardBlock& blk,
+                                                    Tables* __restrict t) {
   for (int i = 0; i < t->n_full; ++i) {
     const int b = t->full[i];
     const int64_t p = blk.pidx[b];
     const int64_t off0 = t->row_off[0][b], off1 = t->row_off[1][b];
     float gv[kG];
-    for (int k = 0; k < kG; ++k) gv[k] = go[k][p];
+    for (int k = 0; k < kG; ++k) gv[k] = planes.go[k][p];
     if constexpr (kGi) {
       const Rows w = Rows::Load(t->tap_w[b]);
       for (int k = 0; k < kG; ++k) {
-        Rows v = Rows::Load(gi[k] + off0, gi[k] + off1);
+        Rows v = Rows::Load(planes.gi[k] + off0, planes.gi[k] + off1);
         v.AddScaled(gv[k], w);
-        v.Store(gi[k] + off0, gi[k] + off1);
+        v.Store(planes.gi[k] + off0, planes.gi[k] + off1);
       }
     }
     if constexpr (kGrad) {
       Rows sum = Rows::Load(t->tap_sum[b]);
-      for (int k = 0; k < kG; ++k) sum.AddScaled(gv[k], Rows::Load(src[k] + off0, src[k] + off1));
+      for (int k = 0; k < kG; ++k) {
+        sum.AddScaled(gv[k], Rows::Load(planes.src[k] + off0, planes.src[k] + off1));
+      }
       sum.Store(t->tap_sum[b]);
     }
   }
@@ -179,35 +189,26 @@ __attribute__((target("avx2,fma"))) void PartTaps(const Geometry& g, Tables* __r
   }
 }
 
-// The other points, channels [c0, c0 + kG): as FullPoints, tap by tap.
+// The other points, channels of `planes`: as FullPoints, tap by tap.
 template <int kG, bool kGi, bool kGrad>
-__attribute__((target("avx2,fma"))) void PartPoints(const Geometry& g,
+__attribute__((target("avx2,fma"))) void PartPoints(const Planes<kG>& planes,
                                                     const BilinearBackwardBlock& blk,
-                                                    int64_t c0, Tables* __restrict t) {
-  const float* go[kG];
-  const float* src[kG];
-  float* gi[kG];
-  for (int k = 0; k < kG; ++k) {
-    const int64_t nc = blk.n * g.c + c0 + k;
-    go[k] = blk.grad_out + nc * g.points;
-    src[k] = blk.input + nc * g.plane;
-    gi[k] = kGi ? blk.gi + nc * g.plane : nullptr;
-  }
+                                                    Tables* __restrict t) {
   for (int nt = 1; nt <= 4; ++nt) {
     for (int i = t->part_begin[nt]; i < t->part_begin[nt + 1]; ++i) {
       const int b = t->part[i];
       const int64_t p = blk.pidx[b];
       float gv[kG];
-      for (int k = 0; k < kG; ++k) gv[k] = go[k][p];
+      for (int k = 0; k < kG; ++k) gv[k] = planes.go[k][p];
       for (int u = 0; u < nt; ++u) {
         const int64_t off = t->part_off[b][u];
         if constexpr (kGi) {
           const float wt = t->tap_w[b][u];
-          for (int k = 0; k < kG; ++k) gi[k][off] += gv[k] * wt;
+          for (int k = 0; k < kG; ++k) planes.gi[k][off] += gv[k] * wt;
         }
         if constexpr (kGrad) {
           float sum = t->tap_sum[b][u];
-          for (int k = 0; k < kG; ++k) sum += gv[k] * src[k][off];
+          for (int k = 0; k < kG; ++k) sum += gv[k] * planes.src[k][off];
           t->tap_sum[b][u] = sum;
         }
       }
@@ -221,8 +222,10 @@ __attribute__((target("avx2,fma"))) void AllPoints(const Geometry& g,
                                                    const BilinearBackwardBlock& blk,
                                                    Tables* __restrict t) {
   auto group = [&](auto size, int64_t c) {
-    FullPoints<decltype(size)::value, kGi, kGrad>(g, blk, c, t);
-    PartPoints<decltype(size)::value, kGi, kGrad>(g, blk, c, t);
+    constexpr int kG = decltype(size)::value;
+    const Planes<kG> planes(g, blk, c);
+    FullPoints<kG, kGi, kGrad>(planes, blk, t);
+    PartPoints<kG, kGi, kGrad>(planes, blk, t);
   };
   int64_t c = blk.c_begin;
   for (; c + 4 <= blk.c_end; c += 4) group(std::integral_constant<int, 4>{}, c);
