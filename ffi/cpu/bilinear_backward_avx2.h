@@ -28,7 +28,7 @@ namespace gs_cpu {
 
 inline constexpr int kBilinearBackwardBlock = TapBlock<float, 2, gs::kBilinear>::kBlock;
 
-// Per-block tables (about 150 KiB: allocate one per task).
+// Per-block tables (about 180 KiB: allocate one per task).
 struct BilinearBackwardTables {
   static constexpr int kB = kBilinearBackwardBlock;
   // Per axis a (0: x, 1: y) and tap i: index (-1 when out of range, or for

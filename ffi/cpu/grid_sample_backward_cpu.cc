@@ -93,7 +93,8 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
                      int64_t band_hi, T* gi_buf, bool want_grid, auto&& write_grid) {
     const bool grad = want_grid && need_gg;
     std::unique_ptr<int64_t[]> pidx(new int64_t[kBlock]);
-    // 2D bilinear float32 (channels first): the AVX2 block, bitwise the same.
+    // 2D bilinear float32, channels first: the AVX2 block
+    // (bilinear_backward_avx2.h), else the generic one below.
     std::unique_ptr<BilinearBackwardTables> bilinear;
     std::unique_ptr<float[]> bilinear_grid;
     if constexpr (kBilinearBlock) {
@@ -102,10 +103,11 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
         if (grad) bilinear_grid.reset(new float[2 * kBlock]);
       }
     }
-    auto tb = bilinear != nullptr ? nullptr : NewTapBlock<TB>();
-    std::unique_ptr<T[]> gacc(grad ? new T[kBlock * K] : nullptr);
+    const bool generic = bilinear == nullptr;
+    auto tb = generic ? NewTapBlock<TB>() : nullptr;
+    std::unique_ptr<T[]> gacc(generic && grad ? new T[kBlock * K] : nullptr);
     // Per-tap channel sums of the row form (see below).
-    std::unique_ptr<T[]> acc(kRows && grad ? new T[kBlock * kTaps] : nullptr);
+    std::unique_ptr<T[]> acc(generic && kRows && grad ? new T[kBlock * kTaps] : nullptr);
     std::vector<T> gvec(kChannelsLast ? std::max<int64_t>(1, c_end - c_begin) : 1);
     const S* grid_n = grid + n * points * K;
     for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
