@@ -16,9 +16,9 @@ change meant to keep the arithmetic can be checked against the previous build:
 from __future__ import annotations
 
 import itertools
-import sys
 
 import numpy as np
+from dump_compare import main
 
 SPECIALS = [np.nan, np.inf, -np.inf, 1e30, -1e30, 3e9, 1.0, -1.0, 1.0, 1.0, -1.0, -1.0]
 
@@ -66,18 +66,5 @@ def dump(path: str) -> None:
     print(f"{len(out)} arrays written to {path}")
 
 
-def compare(path_a: str, path_b: str) -> int:
-    """Bitwise: -0.0 and +0.0 differ, NaN payloads too."""
-    a, b = np.load(path_a), np.load(path_b)
-    differ = [k for k in a.files if k not in b.files or a[k].tobytes() != b[k].tobytes()]
-    print(f"{len(a.files)} arrays compared; {len(differ)} differ {differ[:10]}")
-    return 1 if differ else 0
-
-
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "dump":
-        dump(sys.argv[2])
-    elif len(sys.argv) == 4 and sys.argv[1] == "compare":
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
-    else:
-        raise SystemExit(__doc__)
+    main(dump, __doc__)

@@ -7,14 +7,13 @@ arithmetic can be checked against the previous build:
 
     PYTHONPATH=/path/to/old/build python benchmarks/gradient_dump.py dump old.npz
     PYTHONPATH=/path/to/new/build python benchmarks/gradient_dump.py dump new.npz
-    python benchmarks/gradient_dump.py compare old.npz new.npz
+    python benchmarks/gradient_dump.py compare old.npz new.npz   # bitwise (dump_compare.py)
 """
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
+from dump_compare import main
 
 SHAPES = [((1, 3, 96, 80), (70, 90)), ((2, 5, 40, 40), (64, 48)), ((1, 17, 64, 32), (40, 40)),
           ((3, 2, 33, 31), (8, 9)), ((1, 4, 20, 24, 18), (22, 20, 16)),
@@ -64,18 +63,5 @@ def dump(path: str) -> None:
     print(f"{len(res)} arrays ({len(res) // 3} configurations) written to {path}")
 
 
-def compare(path_a: str, path_b: str) -> int:
-    a, b = np.load(path_a), np.load(path_b)
-    differ = [k for k in a.files if k not in b.files
-              or not np.array_equal(a[k], b[k], equal_nan=True)]
-    print(f"{len(a.files)} arrays compared; {len(differ)} differ {differ[:10]}")
-    return 1 if differ else 0
-
-
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "dump":
-        dump(sys.argv[2])
-    elif len(sys.argv) == 4 and sys.argv[1] == "compare":
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    main(dump, __doc__)
