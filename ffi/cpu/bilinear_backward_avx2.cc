@@ -1,6 +1,8 @@
 // The CPU backward's block for 2D bilinear float32, channels first; see
-// bilinear_backward_avx2.h. Every sum below repeats, operation by operation,
-// the generic block in grid_sample_backward_cpu.cc.
+// bilinear_backward_avx2.h. The grad_input sums and those of full points
+// repeat, operation by operation, the generic block in
+// grid_sample_backward_cpu.cc; the other points' grid gradient does not
+// (the header says how).
 #include "bilinear_backward_avx2.h"
 
 #include <algorithm>

@@ -122,6 +122,14 @@ __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
   }
 }
 
+// Eight int32 offsets as four 8-byte loads (the sampling loops are bound by
+// their loads): offset 2i in the low half of at[i], 2i + 1 in the high half
+// (x86 is little-endian).
+__attribute__((target("avx2,fma"), always_inline)) inline void LoadOffsetPairs(
+    const int32_t* offsets, uint64_t (&at)[4]) {
+  for (int i = 0; i < 4; ++i) std::memcpy(&at[i], offsets + 2 * i, sizeof at[i]);
+}
+
 // Bilinear, points b .. b + 7 of one plane, from the pair tables: per row of
 // taps, eight 8-byte loads (plain loads: cheaper than gathers here), rows
 // out of range zeroed, split into the x0 and x1 taps; then the fused
@@ -133,9 +141,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
   const __m128i minus1 = _mm_set1_epi32(-1);
   __m256 v[2 * kRows];
   for (int r = 0; r < kRows; ++r) {
-    // The offsets two per 8-byte load, as in NearestDot.
     uint64_t at[4];
-    for (int i = 0; i < 4; ++i) std::memcpy(&at[i], st->pair_safe[r] + b + 2 * i, sizeof at[i]);
+    LoadOffsetPairs(st->pair_safe[r] + b, at);
     auto two = [&](int k) {  // pairs k and k + 1 of the group (k even)
       const float* p0 = src + static_cast<uint32_t>(at[k / 2]);
       const float* p1 = src + static_cast<uint32_t>(at[k / 2] >> 32);
@@ -242,14 +249,13 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 GatherDot(
 // Nearest, points b .. b + 7 of one plane: eight plain loads at the safe
 // offsets (cheaper than a masked gather on the AMD cores we measured), lanes
 // out of range zeroed, then GatherDot's multiply-add with the weight, so the
-// results are bitwise equal. The loop is bound by its loads, so the offsets
-// are read two per 8-byte load (x86 is little-endian: the first offset is
-// the low half); on a Zen 5 core that took a tenth off.
+// results are bitwise equal. The offsets come two per load
+// (LoadOffsetPairs; on a Zen 5 core that took a tenth off).
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
     const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
   uint64_t at[4];
-  for (int i = 0; i < 4; ++i) std::memcpy(&at[i], st->off_safe + b + 2 * i, sizeof at[i]);
+  LoadOffsetPairs(st->off_safe + b, at);
   auto first = [&](int i) { return src[static_cast<uint32_t>(at[i])]; };
   auto second = [&](int i) { return src[static_cast<uint32_t>(at[i] >> 32)]; };
   const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[0] + b));
