@@ -313,11 +313,25 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   const int cnt8 = cnt & ~7;
   const int cnt16 = cnt & ~15;
+  // The next channel's plane (up to 64 KiB) is prefetched a few lines per
+  // group of 16 points, so that its random reads find it in the cache when
+  // the input is not there already: 2D nearest, 8 x 32 channels, 64 x 64,
+  // first call after other work 0.34-0.40 -> 0.18-0.22 ms (two threads;
+  // no change once warm).
+  const int64_t plane_bytes = plane * int64_t{4};
+  const int64_t groups = std::max(1, cnt16 / 16);
+  const int64_t pf_bytes = CeilDiv(plane_bytes, groups * 64) * 64;  // per group
+  const bool prefetch = plane_bytes <= (int64_t{64} << 10);
   for (int64_t c = 0; c < channels; ++c) {
     const float* src = input + (n * channels + c) * plane;
     float* dst = output + (n * channels + c) * points + p0;
+    const char* next = c + 1 < channels ? reinterpret_cast<const char*>(src + plane) : nullptr;
+    int64_t pf = prefetch && next != nullptr ? 0 : plane_bytes;  // next byte to prefetch
     // Two groups of 8 points at a time: independent FMA chains.
     for (int b = 0; b < cnt16; b += 16) {
+      for (const int64_t end = std::min(plane_bytes, pf + pf_bytes); pf < end; pf += 64) {
+        _mm_prefetch(next + pf, _MM_HINT_T0);
+      }
       const __m256 a0 = Dot<kAllIn>(pairs, src, st, b);
       const __m256 a1 = Dot<kAllIn>(pairs, src, st, b + 8);
       StoreOutput(dst + b, a0, stream);
