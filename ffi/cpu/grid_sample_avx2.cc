@@ -105,7 +105,8 @@ __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
       __m256i row = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[1][r & 1] + b));
       __m256i in = _mm256_and_si256(any_x, _mm256_cmpgt_epi32(row, minus1));
       if constexpr (K == 3) {
-        const __m256i z = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[2][r >> 1] + b));
+        const __m256i z =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[2][r >> 1] + b));
         in = _mm256_and_si256(in, _mm256_cmpgt_epi32(z, minus1));
         row = _mm256_add_epi32(_mm256_mullo_epi32(z, h), row);
       }

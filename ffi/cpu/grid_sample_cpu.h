@@ -113,8 +113,8 @@ std::unique_ptr<TB> NewTapBlock() {
 // vectorizes); indices are stored as int64. kModerate: see IsModerate.
 template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign, bool kModerate,
           typename I, typename TB>
-GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count, int64_t size, int axis,
-                 TB* tb) {
+GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count, int64_t size,
+                               int axis, TB* tb) {
   using T = typename Fmt::Compute;
   constexpr int kT1 = TB::kT1;
   int64_t (*idx)[TB::kBlock] = tb->aidx[axis];
@@ -137,7 +137,8 @@ GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count
 // Pass 1 for axis `axis` (0 = x) of size `size`: picks the index type and,
 // for reflection, whether the block's coordinates are all moderate.
 template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign, typename TB>
-GS_CPU_INLINE void AxisTaps(const typename Fmt::Storage* grid, int64_t count, int64_t size, int axis, TB* tb) {
+GS_CPU_INLINE void AxisTaps(const typename Fmt::Storage* grid, int64_t count, int64_t size,
+                            int axis, TB* tb) {
   const typename Fmt::Storage* coord = grid + axis;
   bool moderate = true;
   if constexpr (kPad == gs::kReflection) {

@@ -3,13 +3,15 @@
 // ParallelFor(pool, n, f) calls f(i) once for every chunk i in [0, n).
 // Chunks are claimed through an atomic counter kept in shared state; the
 // calling thread claims chunks too, and then waits only until every chunk has
-// COMPLETED: first spinning (yielding its core to any other runnable thread)
-// for up to kSpinMicroseconds, then asleep on a condition variable. A thread
-// woken from the condition variable starts 10-20 us late on the VMs we
-// measure, as long as a whole chunk of a small call takes. It never waits for a helper task to start, so a busy (or
+// COMPLETED. It never waits for a helper task to start, so a busy (or
 // single-threaded) pool cannot deadlock us: if no helper ever runs, the
 // caller does all the work, and helpers that start late find no chunk left and
 // return without touching `f` (which may be gone by then).
+//
+// The caller waits first spinning (yielding its core to any other runnable
+// thread) for up to 100 us, then asleep on a condition variable: a thread
+// woken from one started 10-20 us late on the VMs we measured, as long as a
+// whole chunk of a small call takes.
 //
 // How chunks map to threads never affects results: every kernel makes its
 // chunking depend on shapes only and writes each output element from exactly
