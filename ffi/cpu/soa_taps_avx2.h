@@ -56,6 +56,9 @@ struct SoaTaps {
   // be read; see NearestDot).
   static constexpr int kSafeB = kInterp == gs::kNearest ? kB : 8;
   alignas(32) int32_t off_safe[kSafeB];
+  // Nearest: whether every point of the block has its tap in range (the
+  // forward then reads without a mask).
+  bool all_in = false;
 };
 
 // Taps of one axis for `cnt` points (coordinate stride K); padding and
@@ -163,6 +166,9 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
     }
   }
   if constexpr (kInterp == gs::kNearest && kOffsets) {
+    int32_t lowest = 0;
+    for (int b = 0; b < cnt; ++b) lowest = std::min(lowest, st->off[0][b]);
+    st->all_in = lowest >= 0;
     for (int b = 0; b < ((cnt + 15) & ~15); ++b) st->off_safe[b] = std::max(st->off[0][b], 0);
   }
 }
