@@ -18,6 +18,7 @@
 #include "../common/ffi_contract.h"
 #include "backward_bands.h"
 #include "bilinear_backward_avx2.h"
+#include "channels_last_backward.h"
 #include "grid_sample_cpu.h"
 #include "parallel.h"
 #include "tap_row.h"
@@ -272,26 +273,22 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           }
         }
       } else {
-        const int64_t cn = c_end - c_begin;
-        for (int64_t b = 0; b < cnt; ++b) {
-          const S* go = grad_out + (n * points + pidx[b]) * channels + c_begin;
-          T* gvals = gvec.data();
-          for (int64_t c = 0; c < cn; ++c) gvals[c] = Fmt::Load(go[c]);
-          const int nt = tb->ntaps[b];
-          for (int t = 0; t < nt; ++t) {
-            const int64_t off = tb->off[b][t];
-            if (gi_buf != nullptr) {
-              T* gi = gi_buf + (n * plane + off) * channels + c_begin;
-              const T wt = tb->w[b][t];
-              for (int64_t c = 0; c < cn; ++c) gi[c] += wt * gvals[c];
-            }
-            if (grad) {
-              const S* src = input + (n * plane + off) * channels + c_begin;
-              T dot = T(0);
-              for (int64_t c = 0; c < cn; ++c) dot += gvals[c] * Fmt::Load(src[c]);
-              for (int a = 0; a < K; ++a) gacc[b * K + a] += dot * tb->gw[b][a][t];
-            }
+        const ChannelsLastBlock<Fmt> cl{grad_out + n * points * channels,
+                                        input + n * plane * channels,
+                                        gi_buf != nullptr ? gi_buf + n * plane * channels : nullptr,
+                                        channels, c_begin, c_end};
+        T* sums = grad ? gacc.get() : nullptr;
+        bool done = false;
+        if constexpr (std::is_same_v<S, float>) {
+          if (HasAvx2Fma()) {
+            ChannelsLastPointsAvx2F32<K, kInterp>(cl, *tb, static_cast<int>(cnt), pidx.get(),
+                                                  sums);
+            done = true;
           }
+        }
+        if (!done) {
+          ChannelsLastPoints<PortableChannelRun<Fmt>>(cl, *tb, static_cast<int>(cnt),
+                                                      pidx.get(), gvec.data(), sums);
         }
       }
       if (grad) {
