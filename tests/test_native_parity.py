@@ -250,6 +250,32 @@ def test_forward_paths_agree_bitwise(dims, mode, spatial, out_spatial, channels,
     assert_close(batched, expected, TOL["float32"], "output")
 
 
+@pytest.mark.parametrize("output_mask", [(True, True), (False, True)], ids=["both", "grid"])
+@pytest.mark.parametrize("channels", [1, 3, 8, 9, 17, 32])
+@pytest.mark.parametrize("dims,mode,padding", [(2, "bilinear", "zeros"),
+                                               (2, "bicubic", "border"),
+                                               (2, "nearest", "reflection"),
+                                               (3, "bilinear", "reflection")])
+def test_channels_last_backward_channel_counts(dims, mode, padding, channels, output_mask):
+    """Float32 channels-last backward: its channel loops run 8 channels a vector, the last
+    (channels % 8) under a mask, and sum the grid gradient's dot products over channels in 8
+    lanes. Channel counts below, at and across multiples of 8, against the float64 reference
+    and against the channels-first backward (which sums in another order)."""
+    rng = np.random.default_rng(13)
+    x, grid, go = random_case(dims, rng, dtype=np.float32, channels=channels, quantize=True)
+    args = (MODES[mode], PADDINGS[padding], False)
+    gi, gg = native_backward(go, x, grid, *args, True, output_mask=output_mask)
+    gi_cf, gg_cf = native_backward(go, x, grid, *args, False, output_mask=output_mask)
+    _, ref_gi, ref_gg = reference_oracle(x, grid, go, mode, padding, False)
+    assert_close(gg, ref_gg, TOL["float32"], "grad_grid")
+    assert_close(gg, gg_cf, TOL["float32"], "grad_grid, channels first")
+    if output_mask[0]:
+        assert_close(gi, ref_gi, TOL["float32"], "grad_input")
+        assert_close(gi, gi_cf, TOL["float32"], "grad_input, channels first")
+    else:
+        assert gi is None
+
+
 @pytest.mark.parametrize("output_mask", [(True, False), (False, True)])
 def test_single_output(output_mask):
     rng = np.random.default_rng(5)
