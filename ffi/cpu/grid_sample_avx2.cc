@@ -305,6 +305,36 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelBlock(
   }
 }
 
+// The last r (1 to 7) channels from c on, as ChannelBlock<1> computes them:
+// masked loads (lanes past r read nothing), then r floats stored without a
+// mask (a masked store is slow on AMD cores).
+template <int kTaps>
+__attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
+    const float* const* rows, const float* wts, const int* parity, int nt, int64_t c, int r,
+    float* dst) {
+  const __m256i m =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int t = 0; t < nt; ++t) {
+    acc[parity[t]] =
+        _mm256_fmadd_ps(_mm256_set1_ps(wts[t]), _mm256_maskload_ps(rows[t] + c, m), acc[parity[t]]);
+  }
+  const __m256 v = kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
+  float* p = dst + c;
+  __m128 q = _mm256_castps256_ps128(v);
+  if (r >= 4) {
+    _mm_storeu_ps(p, q);
+    q = _mm256_extractf128_ps(v, 1);
+    p += 4;
+  }
+  if (r & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), q);
+    q = _mm_movehl_ps(q, q);
+    p += 2;
+  }
+  if (r & 1) _mm_store_ss(p, q);
+}
+
 // Channels-first output rows of the points p0 .. p0 + cnt - 1 (one block of
 // `st`), channel after channel; kAllIn as for NearestDot.
 template <bool kAllIn, int K, int kInterp>
@@ -464,10 +494,8 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
         int64_t c = 0;
         for (; c < c32; c += 32) ChannelBlock<4, kTaps>(rows, wts, parity, nt, c, dst, stream);
         for (; c < c8; c += 8) ChannelBlock<1, kTaps>(rows, wts, parity, nt, c, dst, stream);
-        for (; c < channels; ++c) {
-          float a[2] = {0.f, 0.f};
-          for (int t = 0; t < nt; ++t) a[parity[t]] = std::fma(wts[t], rows[t][c], a[parity[t]]);
-          dst[c] = kTaps == 1 ? a[0] : a[0] + a[1];
+        if (c < channels) {
+          ChannelTail<kTaps>(rows, wts, parity, nt, c, static_cast<int>(channels - c), dst);
         }
       }
     }
