@@ -314,12 +314,17 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
     float* dst) {
   const __m256i m =
       _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  // Two accumulators in registers (an array indexed by parity would live in
+  // memory, each tap waiting for the previous one's store).
+  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
   for (int t = 0; t < nt; ++t) {
-    acc[parity[t]] =
-        _mm256_fmadd_ps(_mm256_set1_ps(wts[t]), _mm256_maskload_ps(rows[t] + c, m), acc[parity[t]]);
+    const bool is_odd = parity[t] != 0;
+    const __m256 sum = _mm256_fmadd_ps(_mm256_set1_ps(wts[t]), _mm256_maskload_ps(rows[t] + c, m),
+                                       is_odd ? odd : even);
+    even = is_odd ? even : sum;
+    odd = is_odd ? sum : odd;
   }
-  const __m256 v = kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
+  const __m256 v = kTaps == 1 ? even : _mm256_add_ps(even, odd);
   float* p = dst + c;
   __m128 q = _mm256_castps256_ps128(v);
   if (r >= 4) {
