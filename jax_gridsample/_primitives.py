@@ -128,11 +128,22 @@ class NativeKernel:
     # that the backward target takes after its gradients (None: it takes none). XLA allocates
     # it like any other buffer, so it is valid in CUDA graphs too.
     backward_workspace: Callable[..., int] | None = None
+    # (forward, backward): channels-last calls with fewer channels than this run the
+    # channels-first kernel between XLA transposes (0: never). On the CPU, a channels-last
+    # pixel of a few channels is too short for the kernel's vectors, and channels-first planes
+    # stay in the cache where whole channels-last pixels do not. (8,128,128,C) bilinear under
+    # jit on a Zen 5 VM, p10, channels last -> detour: forward 0.63 -> 0.15 ms with 1 channel,
+    # 0.64 -> 0.35 with 3, but 0.33 -> 0.45 with 4; fwd+bwd 2.1 -> 0.64 with 1, 2.3 -> 1.4
+    # with 3, 2.2 -> 1.5 with 4 (forward detoured too), 2.8 -> 2.1 with 6, 2.1 -> 2.7 with 8.
+    # 3D bilinear backward: (1,64,64,64,1) 8.8-9.2 -> 6.0 ms, (2,32,32,32,2) 1.9-3.0 -> 1.5,
+    # (2,32,32,32,4) 1.9-2.05 -> 2.0-2.1.
+    channels_first_below: tuple[int, int] = (0, 0)
 
 
 # Platforms (JAX lowering platform names) with a native kernel.
 NATIVE_KERNELS = {
-    "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET),
+    "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET,
+                        channels_first_below=(4, 8)),
     # NVIDIA GPUs: ffi/cuda, built when nvcc was present at install time. Compiled in CI; one H200
     # run (benchmarks/GPU_RESULTS.md) failed the backwards that needed scratch memory, and their
     # workspace result since has not run on a GPU yet (issue 7), so "auto" keeps the reference.
@@ -168,7 +179,7 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
                 "call (mode / layout / dtype); use implementation='auto' or 'reference'"
             )
 
-        def call(*operands):  # on whatever (local) shapes the partitioner gives it
+        def call_kernel(operands, params):
             if not backward:
                 avals = _forward_abstract(*operands, **params)
                 return jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
@@ -180,9 +191,35 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
             results = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
             return tuple(results[:-1] if workspace is not None else results)
 
+        def call(*operands):  # on whatever (local) shapes the partitioner gives it
+            below = kernel.channels_first_below[1 if backward else 0]
+            if not (params["channels_last"] and operands[-2].shape[-1] < below):
+                return call_kernel(operands, params)
+            return _via_channels_first(call_kernel, operands, params, backward)
+
         return mlir.lower_fun(batch_partitioned(call, backward), backward)(ctx, *args)
 
     return rule
+
+
+def _via_channels_first(call_kernel, operands, params, backward):
+    """A channels-last call run on the channels-first kernel (NativeKernel.channels_first_below):
+    the operands with channels moved to axis 1, the results moved back."""
+    def first(x):
+        return jax.numpy.moveaxis(x, -1, 1)
+
+    def last(x):
+        return jax.numpy.moveaxis(x, 1, -1)
+
+    params = dict(params, channels_last=False)
+    if not backward:
+        input, grid = operands
+        return last(call_kernel((first(input), grid), params))
+    grad_output, input, grid = operands
+    results = call_kernel((first(grad_output), first(input), grid), params)
+    if params["output_mask"][0]:
+        return (last(results[0]), *results[1:])
+    return results
 
 
 # --- autodiff: custom_vjp on top of the two primitives ---------------------------------------

@@ -276,6 +276,45 @@ def test_channels_last_backward_channel_counts(dims, mode, padding, channels, ou
         assert gi is None
 
 
+@pytest.mark.parametrize("channels", [1, 3, 4, 7, 8])
+@pytest.mark.parametrize("dims", [2, 3])
+def test_channels_last_few_channels_detour(dims, channels):
+    """Through the public API on the CPU, a channels-last backward with fewer than 8 channels
+    (forward: 4) runs the channels-first kernel between XLA transposes (faster there); with
+    more, the channels-last kernel. The detour gives bitwise the channels-first results."""
+    import jax_gridsample as gs
+
+    rng = np.random.default_rng(17)
+    layout = "NHWC" if dims == 2 else "NDHWC"
+    x, grid, _ = random_case(dims, rng, dtype=np.float32, channels=channels)
+    x_last = jnp.moveaxis(jnp.asarray(x), 1, -1)
+
+    def loss(layout):
+        def f(a, b):
+            out = gs.grid_sample(a, b, mode="bilinear", padding_mode="border",
+                                 layout=layout,
+                                 implementation="native")
+            return jnp.sum(out * jnp.cos(out))
+        return jax.jit(jax.grad(f, argnums=(0, 1)))
+
+    hlo = loss(layout).lower(x_last, grid).as_text()
+    calls = [line for line in hlo.splitlines() if "custom_call" in line and "channels_last" in line]
+    forward, backward = ([c for c in calls if name in c] for name in ("forward", "backward"))
+    assert len(forward) == len(backward) == 1
+    assert ("channels_last = false" in forward[0]) == (channels < 4)
+    detour = channels < 8
+    assert ("channels_last = false" in backward[0]) == detour
+    gi_last, gg_last = loss(layout)(x_last, grid)
+    gi_first, gg_first = loss(None)(jnp.asarray(x), grid)
+    gi_moved = np.asarray(jnp.moveaxis(gi_last, -1, 1))
+    if detour:
+        np.testing.assert_array_equal(gi_moved, np.asarray(gi_first))
+        np.testing.assert_array_equal(np.asarray(gg_last), np.asarray(gg_first))
+    else:
+        assert_close(gi_moved, np.asarray(gi_first, np.float64), TOL["float32"], "grad_input")
+        assert_close(gg_last, np.asarray(gg_first, np.float64), TOL["float32"], "grad_grid")
+
+
 @pytest.mark.parametrize("output_mask", [(True, False), (False, True)])
 def test_single_output(output_mask):
     rng = np.random.default_rng(5)
