@@ -220,7 +220,7 @@ def test_layouts_agree_bitwise_forward():
 
 
 @pytest.mark.parametrize("padding", PADDINGS)
-@pytest.mark.parametrize("channels", [2, 3, 4, 8, 9, 32])
+@pytest.mark.parametrize("channels", [2, 3, 4, 8, 9, 32, 33])
 @pytest.mark.parametrize("dims,mode,spatial,out_spatial", [
     (2, "bilinear", (9, 7), (13, 11)),
     (2, "bicubic", (9, 7), (13, 11)),

@@ -285,23 +285,27 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
 
 // Channels-last, one point: channels [c, c + 8 kV) of the sum over its `nt`
 // in-range taps (row pointers, weights, and the parity of each tap's index,
-// which picks its accumulator). The accumulators stay in registers.
+// which picks its accumulator). The accumulators are picked with selects,
+// so that they stay in registers (indexed by parity, GCC kept them in
+// memory: 12 and 20 channels, 4-5 % slower).
 template <int kV, int kTaps>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelBlock(
     const float* const* rows, const float* wts, const int* parity, int nt, int64_t c,
     float* dst, bool stream) {
-  __m256 acc[2][kV];
-  for (int u = 0; u < kV; ++u) acc[0][u] = acc[1][u] = _mm256_setzero_ps();
+  __m256 even[kV], odd[kV];
+  for (int u = 0; u < kV; ++u) even[u] = odd[u] = _mm256_setzero_ps();
   for (int t = 0; t < nt; ++t) {
     const __m256 w = _mm256_set1_ps(wts[t]);
-    __m256* a = acc[parity[t]];
+    const bool is_odd = parity[t] != 0;
     for (int u = 0; u < kV; ++u) {
-      a[u] = _mm256_fmadd_ps(w, _mm256_loadu_ps(rows[t] + c + 8 * u), a[u]);
+      const __m256 sum =
+          _mm256_fmadd_ps(w, _mm256_loadu_ps(rows[t] + c + 8 * u), is_odd ? odd[u] : even[u]);
+      even[u] = is_odd ? even[u] : sum;
+      odd[u] = is_odd ? sum : odd[u];
     }
   }
   for (int u = 0; u < kV; ++u) {
-    StoreOutput(dst + c + 8 * u, kTaps == 1 ? acc[0][u] : _mm256_add_ps(acc[0][u], acc[1][u]),
-                stream);
+    StoreOutput(dst + c + 8 * u, kTaps == 1 ? even[u] : _mm256_add_ps(even[u], odd[u]), stream);
   }
 }
 
