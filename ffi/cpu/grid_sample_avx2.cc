@@ -283,30 +283,39 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
   return GatherDot(src, st, b);
 }
 
-// Channels-last, one point: channels [c, c + 8 kV) of the sum over its `nt`
-// in-range taps (row pointers, weights, and the parity of each tap's index,
-// which picks its accumulator). The accumulators are picked with selects,
-// so that they stay in registers (indexed by parity, GCC kept them in
-// memory: 12 and 20 channels, 4-5 % slower).
-template <int kV, int kTaps>
-__attribute__((target("avx2,fma"), always_inline)) inline void ChannelBlock(
-    const float* const* rows, const float* wts, const int* parity, int nt, int64_t c,
-    float* dst, bool stream) {
+// Channels-last, one point: sum[u] = channels [c + 8 u, c + 8 u + 8) of the
+// sum over its `nt` in-range taps (row pointers, weights, and the parity of
+// each tap's index, which picks its accumulator), reading 8 floats of a row
+// with load(row). The accumulators are picked with selects, so that they
+// stay in registers (indexed by parity, GCC kept them in memory: 12 and 20
+// channels, 4-5 % slower).
+template <int kV, int kTaps, typename Load>
+__attribute__((target("avx2,fma"), always_inline)) inline void SumTaps(
+    const float* const* rows, const float* wts, const int* parity, int nt, int64_t c, Load load,
+    __m256 (&sum)[kV]) {
   __m256 even[kV], odd[kV];
   for (int u = 0; u < kV; ++u) even[u] = odd[u] = _mm256_setzero_ps();
   for (int t = 0; t < nt; ++t) {
     const __m256 w = _mm256_set1_ps(wts[t]);
     const bool is_odd = parity[t] != 0;
     for (int u = 0; u < kV; ++u) {
-      const __m256 sum =
-          _mm256_fmadd_ps(w, _mm256_loadu_ps(rows[t] + c + 8 * u), is_odd ? odd[u] : even[u]);
-      even[u] = is_odd ? even[u] : sum;
-      odd[u] = is_odd ? sum : odd[u];
+      const __m256 s = _mm256_fmadd_ps(w, load(rows[t] + c + 8 * u), is_odd ? odd[u] : even[u]);
+      even[u] = is_odd ? even[u] : s;
+      odd[u] = is_odd ? s : odd[u];
     }
   }
-  for (int u = 0; u < kV; ++u) {
-    StoreOutput(dst + c + 8 * u, kTaps == 1 ? even[u] : _mm256_add_ps(even[u], odd[u]), stream);
-  }
+  for (int u = 0; u < kV; ++u) sum[u] = kTaps == 1 ? even[u] : _mm256_add_ps(even[u], odd[u]);
+}
+
+// Channels [c, c + 8 kV) of a channels-last point (SumTaps), stored.
+template <int kV, int kTaps>
+__attribute__((target("avx2,fma"), always_inline)) inline void ChannelBlock(
+    const float* const* rows, const float* wts, const int* parity, int nt, int64_t c,
+    float* dst, bool stream) {
+  __m256 sum[kV];
+  SumTaps<kV, kTaps>(rows, wts, parity, nt, c, [](const float* p) __attribute__((
+      target("avx2,fma"))) { return _mm256_loadu_ps(p); }, sum);
+  for (int u = 0; u < kV; ++u) StoreOutput(dst + c + 8 * u, sum[u], stream);
 }
 
 // The last r (1 to 7) channels from c on, as ChannelBlock<1> computes them:
@@ -318,17 +327,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
     float* dst) {
   const __m256i m =
       _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  // Two accumulators in registers (an array indexed by parity would live in
-  // memory, each tap waiting for the previous one's store).
-  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
-  for (int t = 0; t < nt; ++t) {
-    const bool is_odd = parity[t] != 0;
-    const __m256 sum = _mm256_fmadd_ps(_mm256_set1_ps(wts[t]), _mm256_maskload_ps(rows[t] + c, m),
-                                       is_odd ? odd : even);
-    even = is_odd ? even : sum;
-    odd = is_odd ? sum : odd;
-  }
-  const __m256 v = kTaps == 1 ? even : _mm256_add_ps(even, odd);
+  __m256 sum[1];
+  SumTaps<1, kTaps>(rows, wts, parity, nt, c, [m](const float* p) __attribute__((
+      target("avx2,fma"))) { return _mm256_maskload_ps(p, m); }, sum);
+  const __m256 v = sum[0];
   float* p = dst + c;
   __m128 q = _mm256_castps256_ps128(v);
   if (r >= 4) {
