@@ -235,7 +235,9 @@ inline std::vector<int64_t> DimsOf(const ffi::AnyBuffer& buffer) {
 inline ffi::ErrorOr<const AclnnApi*> RequireApi() {
   std::string error;
   const AclnnApi* api = LoadAclnnApi(&error);
-  if (api == nullptr) return ffi::Unexpected(ffi::Error(ffi::ErrorCode::kFailedPrecondition, error));
+  if (api == nullptr) {
+    return ffi::Unexpected(ffi::Error(ffi::ErrorCode::kFailedPrecondition, error));
+  }
   return api;
 }
 

@@ -445,8 +445,8 @@ int64_t BackwardWorkspaceBytes(int k, int64_t n, int64_t c, int64_t plane, int64
 
 }  // namespace gs_cuda
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCuda, gs_cuda::BackwardImpl,
-                              gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
-                                                       .Ctx<xla::ffi::PlatformStream<cudaStream_t>>())
-                                  .Attr<bool>("deterministic"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleBackwardCuda, gs_cuda::BackwardImpl,
+    gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>())
+        .Attr<bool>("deterministic"),
+    {xla::ffi::Traits::kCmdBufferCompatible});

@@ -118,7 +118,7 @@ ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer
 }  // namespace
 }  // namespace gs_cuda
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCuda, gs_cuda::ForwardImpl,
-                              gs_ffi::BindForward(xla::ffi::Ffi::Bind()
-                                                      .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleForwardCuda, gs_cuda::ForwardImpl,
+    gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()),
+    {xla::ffi::Traits::kCmdBufferCompatible});
