@@ -193,7 +193,8 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
 
         def call(*operands):  # on whatever (local) shapes the partitioner gives it
             below = kernel.channels_first_below[1 if backward else 0]
-            if not (params["channels_last"] and operands[-2].shape[-1] < below):
+            channels = operands[-2].shape[-1]  # the input's: ([grad_output,] input, grid)
+            if not (params["channels_last"] and channels < below):
                 return call_kernel(operands, params)
             return _via_channels_first(call_kernel, operands, params, backward)
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "grid_sample_cpu.h"
+#include "lane_mask_avx2.h"
 
 #if GS_CPU_HAVE_AVX2_PATH
 #include <immintrin.h>
@@ -20,12 +21,6 @@ namespace {
 struct Avx2F32ChannelRun {
   static_assert(PortableChannelRun<gs::F32Format>::kLanes == 8);
 
-  // Lanes l < n.
-  __attribute__((target("avx2,fma"))) static inline __m256i TailMask(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)),
-                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  }
-
   __attribute__((target("avx2,fma"))) static inline void AddScaled(float* gi, float w,
                                                                    const float* g, int64_t n) {
     const __m256 wv = _mm256_set1_ps(w);
@@ -36,7 +31,7 @@ struct Avx2F32ChannelRun {
       _mm256_storeu_ps(gi + c, sum);
     }
     if (c < n) {
-      const __m256i m = TailMask(n - c);
+      const __m256i m = FirstLanes(n - c);
       const __m256 sum = _mm256_add_ps(_mm256_maskload_ps(gi + c, m),
                                        _mm256_mul_ps(wv, _mm256_maskload_ps(g + c, m)));
       _mm256_maskstore_ps(gi + c, m, sum);
@@ -53,7 +48,7 @@ struct Avx2F32ChannelRun {
       acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(g + c), _mm256_loadu_ps(src + c)));
     }
     if (c < n) {
-      const __m256i m = TailMask(n - c);
+      const __m256i m = FirstLanes(n - c);
       const __m256 gv = _mm256_maskload_ps(g + c, m), sv = _mm256_maskload_ps(src + c, m);
       acc = _mm256_add_ps(acc, _mm256_mul_ps(gv, sv));
     }

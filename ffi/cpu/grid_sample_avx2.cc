@@ -15,6 +15,7 @@
 
 #include "../common/grid_sample_math.h"
 #include "grid_sample_cpu.h"
+#include "lane_mask_avx2.h"
 #include "output_store_avx2.h"
 #include "soa_taps_avx2.h"
 
@@ -325,8 +326,7 @@ template <int kTaps>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
     const float* const* rows, const float* wts, const int* parity, int nt, int64_t c, int r,
     float* dst) {
-  const __m256i m =
-      _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i m = FirstLanes(r);
   __m256 sum[1];
   SumTaps<1, kTaps>(rows, wts, parity, nt, c, [m](const float* p) __attribute__((
       target("avx2,fma"))) { return _mm256_maskload_ps(p, m); }, sum);
@@ -382,10 +382,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     if (cnt16 < cnt8) StoreOutput(dst + cnt16, Dot<kAllIn>(pairs, src, st, cnt16), stream);
     if (cnt8 < cnt) {
       // Tail: the tables are padded to a multiple of 8; masked store.
-      alignas(32) int32_t lane[8];
-      for (int i = 0; i < 8; ++i) lane[i] = cnt8 + i < cnt ? -1 : 0;
-      const __m256i store_mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lane));
-      _mm256_maskstore_ps(dst + cnt8, store_mask, Dot<kAllIn>(pairs, src, st, cnt8));
+      _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8), Dot<kAllIn>(pairs, src, st, cnt8));
     }
   }
 }
