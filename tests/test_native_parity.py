@@ -398,6 +398,55 @@ def test_backward_independent_of_thread_count():
     assert pickle.loads(proc.stdout) == _gradients_bytes()
 
 
+def _forward_bytes_all_modes():
+    """float32 forwards of every mode x padding x align_corners x rank x layout, on grids that
+    include non-finite and huge coordinates (the reflection loops' slow form too)."""
+    rng = np.random.default_rng(12)
+    results = []
+    for dims, mode, padding, align_corners, channels_last in itertools.product(
+            (2, 3), MODES, PADDINGS, (False, True), (False, True)):
+        if dims == 3 and mode == "bicubic":
+            continue
+        x, grid, _ = random_case(dims, rng, dtype=np.float32, channels=8,
+                                 out_spatial=(7, 9, 5)[:dims])
+        flat = grid.reshape(-1)
+        flat[:6] = [np.nan, np.inf, -np.inf, 1e30, -3e9, 0.5]
+        out = native_forward(x, grid, MODES[mode], PADDINGS[padding], align_corners,
+                             channels_last)
+        results.append(np.asarray(out).tobytes())
+    return _native.cpu_instruction_set(), results
+
+
+_AVX2_WIDTH_SUBPROCESS = """
+import os, pickle, sys
+os.environ["JAX_GRIDSAMPLE_CPU_WIDE_LOOPS"] = "0"
+sys.path.insert(0, sys.argv[1])
+import test_native_parity as t
+sys.stdout.buffer.write(pickle.dumps(t._forward_bytes_all_modes()))
+"""
+
+
+@pytest.mark.skipif(ON_CUDA, reason="CPU instruction-set property")
+def test_vector_width_does_not_change_results():
+    """The coordinate loops compiled for 512-bit vectors (used where the CPU prefers them) and
+    for AVX2 (JAX_GRIDSAMPLE_CPU_WIDE_LOOPS=0, in a subprocess) give the same bits."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
+                                                       os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _AVX2_WIDTH_SUBPROCESS,
+                           os.path.dirname(__file__)], capture_output=True, timeout=300, env=env,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    narrow_isa, narrow = pickle.loads(proc.stdout)
+    wide_isa, wide = _forward_bytes_all_modes()
+    assert wide_isa in ("avx512", "avx2", "baseline")
+    assert narrow_isa == ("avx2" if wide_isa == "avx512" else wide_isa)
+    assert len(wide) == len(narrow) == 60
+    differ = [i for i, (a, b) in enumerate(zip(wide, narrow)) if a != b]
+    assert not differ, f"{len(differ)} of {len(wide)} outputs differ between {wide_isa} and " \
+        f"{narrow_isa}: {differ[:10]}"
+
+
 # --- non-finite and huge coordinates ----------------------------------------------------------
 
 SPECIAL = [np.nan, np.inf, -np.inf, 1e30, -1e30, 3e38, -3e38, 2.0**31, -(2.0**63), 1e10, 1.0,

@@ -22,6 +22,11 @@
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define GS_CPU_HAVE_AVX2_PATH 1
 #define GS_CPU_INLINE __attribute__((always_inline)) inline
+#if defined(__clang__)
+#define GS_CPU_WIDE_TARGET "avx2,fma,avx512f,avx512vl,avx512bw,avx512dq"
+#else
+#define GS_CPU_WIDE_TARGET "avx2,fma,avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"
+#endif
 #else
 #define GS_CPU_HAVE_AVX2_PATH 0
 #define GS_CPU_INLINE inline
@@ -33,6 +38,21 @@ namespace ffi = xla::ffi;
 
 // Whether this CPU has AVX2 and FMA (false on other architectures).
 bool HasAvx2Fma();
+
+// Whether per-point coordinate loops should run at 512 bits (functions with
+// target(GS_CPU_WIDE_TARGET)): AVX-512 F, VL, BW, DQ and VBMI2, the last one
+// standing for the cores (Ice Lake, Zen 4 and later) that run 512-bit vectors
+// without the clock penalty of the first AVX-512 cores. Implies HasAvx2Fma().
+// The environment variable kWideLoopsVariable set to "0" (read at the first
+// call) keeps them at AVX2 width; results are the same bits either way.
+bool PrefersWideLoops();
+inline constexpr const char* kWideLoopsVariable = "JAX_GRIDSAMPLE_CPU_WIDE_LOOPS";
+
+// "avx512", "avx2" or "baseline": the widest instruction set the float32
+// kernels use on this CPU (see HasAvx2Fma and PrefersWideLoops).
+inline const char* KernelInstructionSet() {
+  return PrefersWideLoops() ? "avx512" : HasAvx2Fma() ? "avx2" : "baseline";
+}
 
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F16>, gs::F16Format::Storage>);
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::BF16>, gs::BF16Format::Storage>);

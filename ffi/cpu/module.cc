@@ -2,6 +2,7 @@
 #include <nanobind/nanobind.h>
 
 #include "../common/ffi_registrations.h"
+#include "grid_sample_cpu.h"
 #include "xla/ffi/api/c_api.h"
 
 extern "C" {
@@ -20,4 +21,7 @@ NB_MODULE(_cpu_kernels, m) {
                                      {"jax_gridsample_backward", GridSampleBackwardCpu}});
       },
       "Returns {ffi_target_name: PyCapsule of the XLA FFI handler}.");
+  m.def(
+      "instruction_set", []() { return gs_cpu::KernelInstructionSet(); },
+      "The widest instruction set the float32 kernels use here: avx512, avx2 or baseline.");
 }

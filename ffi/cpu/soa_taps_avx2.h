@@ -64,26 +64,30 @@ struct SoaTaps {
 // Taps of one axis for `cnt` points (coordinate stride K); padding and
 // align_corners are constants here so that the loop has no branches left.
 // With kDmult, also each point's chain factor d(padded coordinate) /
-// d(normalized coordinate) in dm (the backward's).
-template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
-__attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restrict coord,
-                                                          int cnt, int64_t size,
-                                                          int32_t (*__restrict ix)[kB],
-                                                          float (*__restrict wx)[kB],
-                                                          float* __restrict dm = nullptr) {
+// d(normalized coordinate) in dm (the backward's). Inlined into AxisSoa
+// (AVX2) and AxisSoaWide (512-bit vectors, see PrefersWideLoops): the same
+// IEEE operations in the same order, so the same bits.
+template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult, bool kModerate>
+GS_CPU_INLINE void AxisSoaLoop(const float* __restrict coord, int cnt, int64_t size,
+                               int32_t (*__restrict ix)[kB], float (*__restrict wx)[kB],
+                               float* __restrict dm) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
-  auto fill = [&](auto moderate) {
-    for (int b = 0; b < cnt; ++b) {
-      gs::AxisTaps<float, kT1, int32_t> t;
-      gs::ComputeAxisTaps<kInterp, float, int32_t, decltype(moderate)::value>(
-          coord[b * K], size, kPad, kAlign, &t);
-      for (int i = 0; i < kT1; ++i) {
-        ix[i][b] = t.idx[i];
-        wx[i][b] = t.w[i];
-      }
-      if constexpr (kDmult) dm[b] = t.dmult;
+  for (int b = 0; b < cnt; ++b) {
+    gs::AxisTaps<float, kT1, int32_t> t;
+    gs::ComputeAxisTaps<kInterp, float, int32_t, kModerate>(coord[b * K], size, kPad, kAlign,
+                                                            &t);
+    for (int i = 0; i < kT1; ++i) {
+      ix[i][b] = t.idx[i];
+      wx[i][b] = t.w[i];
     }
-  };
+    if constexpr (kDmult) dm[b] = t.dmult;
+  }
+}
+
+template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult>
+GS_CPU_INLINE void AxisSoaBody(const float* __restrict coord, int cnt, int64_t size,
+                               int32_t (*__restrict ix)[kB], float (*__restrict wx)[kB],
+                               float* __restrict dm) {
   // Reflection needs a library fmod for huge coordinates, which keeps the
   // loop scalar; blocks without any take the vectorizable form.
   bool moderate = true;
@@ -91,21 +95,32 @@ __attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restric
     for (int b = 0; b < cnt; ++b) moderate &= gs::IsModerate(coord[b * K], size);
   }
   if (moderate) {
-    fill(std::true_type{});
+    AxisSoaLoop<K, kInterp, kPad, kAlign, kB, kDmult, true>(coord, cnt, size, ix, wx, dm);
   } else {
-    fill(std::false_type{});
+    AxisSoaLoop<K, kInterp, kPad, kAlign, kB, kDmult, false>(coord, cnt, size, ix, wx, dm);
   }
 }
 
-// Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
-// entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
-// Without kOffsets, the per-tap offsets `off` are left unset (the pair
-// sampler reads `pair` instead). (A template parameter: as a run-time flag,
-// GCC no longer vectorized the tap loops of the instances called both ways.)
-template <int K, int kInterp, bool kOffsets = true>
-__attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict grid, int cnt,
-                                                     const Geometry& g,
-                                                     SoaTaps<K, kInterp>* __restrict st) {
+template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
+__attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restrict coord,
+                                                          int cnt, int64_t size,
+                                                          int32_t (*__restrict ix)[kB],
+                                                          float (*__restrict wx)[kB],
+                                                          float* __restrict dm = nullptr) {
+  AxisSoaBody<K, kInterp, kPad, kAlign, kB, kDmult>(coord, cnt, size, ix, wx, dm);
+}
+
+template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
+__attribute__((target(GS_CPU_WIDE_TARGET), flatten)) void AxisSoaWide(
+    const float* __restrict coord, int cnt, int64_t size, int32_t (*__restrict ix)[kB],
+    float (*__restrict wx)[kB], float* __restrict dm = nullptr) {
+  AxisSoaBody<K, kInterp, kPad, kAlign, kB, kDmult>(coord, cnt, size, ix, wx, dm);
+}
+
+// The body of FillSoaTaps, inlined into its AVX2 and its 512-bit version.
+template <bool kWide, int K, int kInterp, bool kOffsets>
+GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const Geometry& g,
+                                   SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
   constexpr int kT1 = ST::kT1;
   const int64_t sizes[3] = {g.w, g.h, g.d};
@@ -114,8 +129,13 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
     const int64_t size = sizes[a];
     constexpr int kB = ST::kB;
     DispatchPadding(g, [&](auto pad, auto align) {
-      AxisSoa<K, kInterp, decltype(pad)::value, decltype(align)::value, kB>(
-          coord, cnt, size, st->ax[a], st->aw[a]);
+      constexpr int kPad = static_cast<int>(decltype(pad)::value);
+      constexpr bool kAlign = decltype(align)::value;
+      if constexpr (kWide) {
+        AxisSoaWide<K, kInterp, kPad, kAlign, kB>(coord, cnt, size, st->ax[a], st->aw[a]);
+      } else {
+        AxisSoa<K, kInterp, kPad, kAlign, kB>(coord, cnt, size, st->ax[a], st->aw[a]);
+      }
     });
   }
   for (int a = 0; a < K; ++a) {
@@ -170,6 +190,37 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
     for (int b = 0; b < cnt; ++b) lowest = std::min(lowest, st->off[0][b]);
     st->all_in = lowest >= 0;
     for (int b = 0; b < ((cnt + 15) & ~15); ++b) st->off_safe[b] = std::max(st->off[0][b], 0);
+  }
+}
+
+template <int K, int kInterp, bool kOffsets>
+__attribute__((target("avx2,fma"))) void FillSoaTapsAvx2(const float* __restrict grid, int cnt,
+                                                         const Geometry& g,
+                                                         SoaTaps<K, kInterp>* __restrict st) {
+  FillSoaTapsBody<false, K, kInterp, kOffsets>(grid, cnt, g, st);
+}
+
+template <int K, int kInterp, bool kOffsets>
+__attribute__((target(GS_CPU_WIDE_TARGET))) void FillSoaTapsWide(
+    const float* __restrict grid, int cnt, const Geometry& g,
+    SoaTaps<K, kInterp>* __restrict st) {
+  FillSoaTapsBody<true, K, kInterp, kOffsets>(grid, cnt, g, st);
+}
+
+// Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
+// entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
+// Without kOffsets, the per-tap offsets `off` are left unset (the pair
+// sampler reads `pair` instead). (A template parameter: as a run-time flag,
+// GCC no longer vectorized the tap loops of the instances called both ways.)
+// With 512-bit vectors where the CPU prefers them (PrefersWideLoops): the 2D
+// nearest border fill took 3.6 -> 2.4 us per 4096 points on a Zen 5 core.
+template <int K, int kInterp, bool kOffsets = true>
+void FillSoaTaps(const float* __restrict grid, int cnt, const Geometry& g,
+                 SoaTaps<K, kInterp>* __restrict st) {
+  if (PrefersWideLoops()) {
+    FillSoaTapsWide<K, kInterp, kOffsets>(grid, cnt, g, st);
+  } else {
+    FillSoaTapsAvx2<K, kInterp, kOffsets>(grid, cnt, g, st);
   }
 }
 
