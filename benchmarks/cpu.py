@@ -6,7 +6,8 @@ memory-bandwidth floor the native kernel reaches (bytes that must move / measure
 
 Each library is timed on all cases in one stretch (so that neither runs right after the other's
 worker threads, which keep spinning for a while), twice, in the order ours, torch, torch, ours;
-an entry is the lower of its two medians (the load of a shared machine drifts).
+an entry is the lower of its two medians (the load of a shared machine drifts). Each stretch
+starts with one untimed call of every case of its library.
 
     python benchmarks/cpu.py [--repeats 15] [--quick]
 """
@@ -149,6 +150,13 @@ def main() -> None:
                                  else ours(x, grid, mode, padding, cl, "reference"))
 
     def time_all(which: str, repeats: int) -> list[tuple[float, float]]:
+        # One untimed pass over the library's cases first: otherwise the first case timed in a
+        # stretch ran 10-20 % slower than it does later in the stretch (moved to the end of
+        # CASES, 2D bilinear zeros fwd went 0.25-0.33 -> 0.23-0.24 ms; its replacement as
+        # first case went 0.24-0.26 -> 0.28-0.30 ms).
+        for fns in runs[which]:
+            for fn in fns or ():
+                fn()
         return [(float("nan"), float("nan")) if fns is None
                 else tuple(median_ms(fn, repeats) for fn in fns) for fns in runs[which]]
 
