@@ -442,7 +442,7 @@ def test_vector_width_does_not_change_results():
     assert wide_isa in ("avx512", "avx2", "baseline")
     assert narrow_isa == ("avx2" if wide_isa == "avx512" else wide_isa)
     assert len(wide) == len(narrow) == 60
-    differ = [i for i, (a, b) in enumerate(zip(wide, narrow)) if a != b]
+    differ = [i for i, (a, b) in enumerate(zip(wide, narrow, strict=True)) if a != b]
     assert not differ, f"{len(differ)} of {len(wide)} outputs differ between {wide_isa} and " \
         f"{narrow_isa}: {differ[:10]}"
 
