@@ -373,6 +373,17 @@ def test_backward_is_bitwise_deterministic():
         assert _gradients_bytes() == first
 
 
+def _run_python(script: str, *args: str, text: bool = False) -> subprocess.CompletedProcess:
+    """Runs `python -c script args...` on the package under test (its folder first on
+    PYTHONPATH), from the tests folder, so that a source checkout's package is not imported."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
+                                                       os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                          timeout=300, env=env, text=text,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
+
+
 _SUBPROCESS = """
 import os, pickle, sys
 os.sched_setaffinity(0, {0})
@@ -387,13 +398,7 @@ sys.stdout.buffer.write(pickle.dumps(t._gradients_bytes()))
 @pytest.mark.skipif(ON_CUDA, reason="CPU thread-pool property")
 def test_backward_independent_of_thread_count():
     """One CPU (so a one-thread pool) in a subprocess gives the same bits as this process."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
-                                                       os.environ.get("PYTHONPATH", "")]))
-    # cwd: the tests folder, so that `python -c` does not import a source checkout's package
-    proc = subprocess.run([sys.executable, "-c", _SUBPROCESS, os.path.dirname(__file__)],
-                          capture_output=True, timeout=300, env=env,
-                          cwd=os.path.dirname(os.path.abspath(__file__)))
+    proc = _run_python(_SUBPROCESS, os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     assert pickle.loads(proc.stdout) == _gradients_bytes()
 
@@ -430,12 +435,7 @@ sys.stdout.buffer.write(pickle.dumps(t._forward_bytes_all_modes()))
 def test_vector_width_does_not_change_results():
     """The coordinate loops compiled for 512-bit vectors (used where the CPU prefers them) and
     for AVX2 (JAX_GRIDSAMPLE_CPU_WIDE_LOOPS=0, in a subprocess) give the same bits."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
-                                                       os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _AVX2_WIDTH_SUBPROCESS,
-                           os.path.dirname(__file__)], capture_output=True, timeout=300, env=env,
-                          cwd=os.path.dirname(os.path.abspath(__file__)))
+    proc = _run_python(_AVX2_WIDTH_SUBPROCESS, os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     narrow_isa, narrow = pickle.loads(proc.stdout)
     wide_isa, wide = _forward_bytes_all_modes()
@@ -570,12 +570,7 @@ print("ok")
 def test_missing_compiled_module_falls_back_to_the_reference():
     """Without its compiled module the package imports, 'auto' runs the reference, 'native'
     says why."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(_native.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root,
-                                                       os.environ.get("PYTHONPATH", "")]))
     script = _WITHOUT_KERNELS.replace("MODULE", f"_{_PLATFORM}_kernels").replace(
         "PLATFORM", _PLATFORM)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                          timeout=300, env=env, text=True,
-                          cwd=os.path.dirname(os.path.abspath(__file__)))
+    proc = _run_python(script, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

@@ -369,16 +369,15 @@ template <bool kStream, bool kAllIn, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void RowGroups(
     const float* __restrict src, float* __restrict dst, int cnt16, bool pairs, const char* next,
     int64_t next_bytes, int64_t lines, const SoaTaps<K, kInterp>* __restrict st) {
-  const int64_t pf_end = next_bytes;
   int64_t pf = 0;  // the next byte of `next` to prefetch
   // Two groups of 8 points at a time: independent FMA chains.
   for (int b = 0; b < cnt16; b += 16) {
     if (lines == 1) {  // the common case, without a loop's overhead
-      _mm_prefetch(next + std::min(pf, pf_end - 64), _MM_HINT_T0);
+      _mm_prefetch(next + std::min(pf, next_bytes - 64), _MM_HINT_T0);
       pf += 64;
     } else {
       for (int64_t l = 0; l < lines; ++l, pf += 64) {
-        _mm_prefetch(next + std::min(pf, pf_end - 64), _MM_HINT_T0);
+        _mm_prefetch(next + std::min(pf, next_bytes - 64), _MM_HINT_T0);
       }
     }
     const __m256 a0 = Dot<kAllIn>(pairs, src, st, b);
