@@ -279,16 +279,18 @@ __attribute__((target("avx2,fma"), always_inline)) inline void FoldFullGroup(
 // range, in tap order): sum over taps of d(weight)/d(coordinate) * A, the
 // derivatives of bilinear's weights being -1 and +1 times the other axis'
 // weight; then times the chain factor. Groups of 8 points at once as if all
-// were full (FoldFullGroup), then the others point by point.
+// were full (FoldFullGroup), then the others point by point; the points of
+// a last group that is not whole, point by point (for a full point the range
+// checks all pass, so the same sums).
 __attribute__((target("avx2,fma"))) void FoldGrid(const BilinearBackwardBlock& blk,
                                                   const Tables* __restrict t) {
-  auto fold = [&](int b, auto all_in_range) {
+  auto fold = [&](int b) {
     const float* a = t->tap_sum[b];
     float sx = 0.f, sy = 0.f;
     int u = 0;
     for (int j = 0; j < 2; ++j) {
       for (int k = 0; k < 2; ++k) {
-        if (!all_in_range && (t->idx[0][k][b] < 0 || t->idx[1][j][b] < 0)) continue;
+        if (t->idx[0][k][b] < 0 || t->idx[1][j][b] < 0) continue;
         const float wx = t->w[0][k][b], wy = t->w[1][j][b];
         sx += ((k == 0 ? -1.f : 1.f) * wy) * a[u];
         sy += (wx * (j == 0 ? -1.f : 1.f)) * a[u];
@@ -298,24 +300,14 @@ __attribute__((target("avx2,fma"))) void FoldGrid(const BilinearBackwardBlock& b
     blk.grid_grad[2 * b] = sx * t->dm[0][b];
     blk.grid_grad[2 * b + 1] = sy * t->dm[1][b];
   };
-  for (int b = 0; b < blk.cnt; b += 8) {
-    const unsigned full = t->full_lanes[b / 8];
-    if (b + 8 > blk.cnt) {  // the last group, not whole: nothing past cnt is written
-      for (int i = 0; b + i < blk.cnt; ++i) {
-        if ((full >> i) & 1u) {
-          fold(b + i, std::true_type{});
-        } else {
-          fold(b + i, std::false_type{});
-        }
-      }
-      continue;
-    }
-    // All 8 as if full, then the others again, point by point.
+  int b = 0;
+  for (; b + 8 <= blk.cnt; b += 8) {
     FoldFullGroup(blk, t, b);
-    for (unsigned part = ~full & 0xFFu; part != 0; part &= part - 1) {
-      fold(b + __builtin_ctz(part), std::false_type{});
+    for (unsigned part = ~t->full_lanes[b / 8] & 0xFFu; part != 0; part &= part - 1) {
+      fold(b + __builtin_ctz(part));
     }
   }
+  for (; b < blk.cnt; ++b) fold(b);  // nothing past cnt is written
 }
 
 }  // namespace
