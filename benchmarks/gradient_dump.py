@@ -1,6 +1,6 @@
 """Bitwise comparison of the native backward between two builds (a development check, not a test).
 
-Dumps the native gradients of many small configurations (2D / 3D shapes with 1-3 batch elements,
+Dumps the native gradients of many small configurations (2D / 3D shapes with 1-3 batch elements, some with few points (so one band),
 every mode x padding x align_corners, float32 / float64 / bfloat16, both layouts, some NaN
 coordinates; grad of input and grid, and of the grid alone), so that a change meant to keep the
 arithmetic can be checked against the previous build:
@@ -17,7 +17,9 @@ from dump_compare import main
 
 SHAPES = [((1, 3, 96, 80), (70, 90)), ((2, 5, 40, 40), (64, 48)), ((1, 17, 64, 32), (40, 40)),
           ((3, 2, 33, 31), (8, 9)), ((1, 4, 20, 24, 18), (22, 20, 16)),
-          ((1, 9, 30, 8, 8), (16, 16, 8)), ((1, 2, 300, 7), (200, 30))]
+          ((1, 9, 30, 8, 8), (16, 16, 8)), ((1, 2, 300, 7), (200, 30)),
+          ((1, 40, 63, 65), (16, 16)), ((2, 12, 10, 12, 14), (6, 7, 8)),
+          ((2, 32, 40, 40), (48, 48))]
 
 
 def dump(path: str) -> None:

@@ -210,6 +210,25 @@ def test_partitioned_backward(dims, mode, padding, channels_last, dtype):
         assert_close(a, e, tol, f"{name} {dtype}")
 
 
+@pytest.mark.parametrize("padding", ["zeros", "border"])
+@pytest.mark.parametrize("dims,batch,channels,spatial,out_spatial", [
+    (2, 8, 40, (63, 65), (4, 5)), (3, 8, 40, (15, 13, 21), (4, 5, 3)),
+    (2, 2, 32, (40, 40), (48, 48))], ids=["2d-passes", "3d-passes", "2d-channel-blocks"])
+def test_nearest_backward_whole_planes(dims, batch, channels, spatial, out_spatial, padding):
+    """The nearest float32 backward's tasks that own whole planes. Passes: eight batch
+    elements (so one task has all 40 channels), more than its staging copy holds at once, so
+    it sums them in passes of 32 and 8; planes of 4095 elements (not a multiple of 8 or 16).
+    Channel blocks: two batch elements, enough points for bands, but 4 blocks of 8 channels
+    instead."""
+    rng = np.random.default_rng(11)
+    kw = dict(batch=batch, channels=channels, spatial=spatial, out_spatial=out_spatial)
+    x, grid, go = random_case(dims, rng, dtype=np.float32, quantize=True, **kw)
+    gi, gg = native_backward(go, x, grid, MODES["nearest"], PADDINGS[padding], False)
+    _, expected_gi, _ = reference_oracle(x, grid, go, "nearest", padding, False)
+    assert_close(gi, expected_gi, TOL["float32"], "grad_input")
+    assert not np.any(np.asarray(gg))
+
+
 def test_layouts_agree_bitwise_forward():
     rng = np.random.default_rng(3)
     for dims, mode in itertools.product((2, 3), MODES):

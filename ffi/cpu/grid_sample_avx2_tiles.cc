@@ -29,6 +29,7 @@
 #include "grid_sample_cpu.h"
 #include "output_store_avx2.h"
 #include "soa_taps_avx2.h"
+#include "transpose_avx2.h"
 
 namespace gs_cpu {
 
@@ -90,27 +91,8 @@ namespace {
 // 8 rows of 8 floats, transposed: dst[s * stride + r] = in[r][s].
 __attribute__((target("avx2,fma"), always_inline)) inline void Transpose8x8Store(
     const __m256 (&in)[8], float* dst, int64_t stride) {
-  const __m256 t0 = _mm256_unpacklo_ps(in[0], in[1]);
-  const __m256 t1 = _mm256_unpackhi_ps(in[0], in[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(in[2], in[3]);
-  const __m256 t3 = _mm256_unpackhi_ps(in[2], in[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(in[4], in[5]);
-  const __m256 t5 = _mm256_unpackhi_ps(in[4], in[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(in[6], in[7]);
-  const __m256 t7 = _mm256_unpackhi_ps(in[6], in[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44);
-  const __m256 u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44);
-  const __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44);
-  const __m256 u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44);
-  const __m256 u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  const __m256 out[8] = {
-      _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-      _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-      _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-      _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+  __m256 out[8];
+  Transpose8x8(in, out);
   for (int s = 0; s < 8; ++s) _mm256_storeu_ps(dst + s * stride, out[s]);
 }
 

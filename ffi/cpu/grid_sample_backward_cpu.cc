@@ -20,6 +20,7 @@
 #include "bilinear_backward_avx2.h"
 #include "channels_last_backward.h"
 #include "grid_sample_cpu.h"
+#include "nearest_backward_avx2.h"
 #include "parallel.h"
 #include "tap_row.h"
 #include "xla/ffi/api/ffi.h"
@@ -33,6 +34,8 @@ struct BackwardPlan {
   int64_t bands = 1;    // bands of the last spatial axis
 };
 
+constexpr int64_t kTargetTasks = 8;
+
 // Shape-only plan: aim for ~8 tasks so that both small-N/large-output and
 // large-N cases keep all threads busy. Bands come before channel blocks:
 // every channel block recomputes the taps of all its points, while bands
@@ -40,7 +43,6 @@ struct BackwardPlan {
 // are at least one tap span (taps_per_axis) tall, so a point's taps fall in
 // at most two of them. coord_bytes: the size of a point's coordinates.
 inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis, int64_t coord_bytes) {
-  constexpr int64_t kTargetTasks = 8;
   BackwardPlan p;
   const int64_t n = std::max<int64_t>(1, g.n);
   const int64_t max_bands =
@@ -55,6 +57,20 @@ inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis, int64_t c
   p.cblock = std::max<int64_t>(1, CeilDiv(g.c, p.nblocks));
   p.nblocks = std::max<int64_t>(1, CeilDiv(g.c, p.cblock));
   return p;
+}
+
+// The plan of the tasks that own whole planes (nearest_backward_avx2.h),
+// when blocks of 8 channels give them kTargetTasks tasks: one band, blocks
+// of a multiple of 8 channels.
+inline bool PlanWholePlanes(const Geometry& g, BackwardPlan* p) {
+  const int64_t groups = CeilDiv(g.c, 8);
+  if (g.n * groups < kTargetTasks) return false;
+  const int64_t nblocks = std::clamp<int64_t>(CeilDiv(kTargetTasks, std::max<int64_t>(1, g.n)), 1,
+                                              groups);
+  p->bands = 1;
+  p->cblock = CeilDiv(groups, nblocks) * 8;
+  p->nblocks = CeilDiv(g.c, p->cblock);
+  return true;
 }
 
 template <typename Fmt, int K, int kInterp, bool kChannelsLast>
@@ -74,6 +90,10 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   constexpr bool kBilinearBlock =
       kRows && K == 2 && kInterp == gs::kBilinear && std::is_same_v<T, float>;
   static_assert(!kBilinearBlock || kBlock == kBilinearBackwardBlock);
+  // Nearest float32, channels first: tasks that own whole planes (one
+  // band), in nearest_backward_avx2.h (there is no grid gradient).
+  constexpr bool kNearestStaged =
+      !kChannelsLast && kInterp == gs::kNearest && std::is_same_v<S, float>;
   const int64_t n_batch = g.n, channels = g.c, points = g.points, plane = g.plane;
   const bool need_gi = grad_input != nullptr;
   const bool need_gg = grad_grid != nullptr && kHasGridGrad;
@@ -319,7 +339,11 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
     return;
   }
 
-  const BackwardPlan plan = PlanBackward(g, kT1, K * sizeof(S));
+  BackwardPlan plan = PlanBackward(g, kT1, K * sizeof(S));
+  bool whole_planes = false;
+  if constexpr (kNearestStaged) {
+    whole_planes = NearestBackwardStagingFits(g) && (plan.bands == 1 || PlanWholePlanes(g, &plan));
+  }
   const int64_t bands = plan.bands;
   BandLists<S> lists;
   if (bands > 1) BuildBandLists<Fmt, K, kInterp>(pool, g, grid, bands, &lists);
@@ -347,6 +371,12 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
     const int64_t c_end = std::min(channels, c_begin + plan.cblock);
     const int64_t band_lo = BandStart(band, bands, band_axis);
     const int64_t band_hi = BandStart(band + 1, bands, band_axis);
+    if (whole_planes) {
+      if constexpr (kNearestStaged) {
+        NearestBackwardTaskAvx2F32<K>(g, {n, c_begin, c_end, grid, grad_out, gi_acc});
+      }
+      return;
+    }
     // Zero the owned region.
     const int64_t s_begin = band_lo * spatial_per_band_row;
     const int64_t s_end = band_hi * spatial_per_band_row;
