@@ -1,9 +1,9 @@
 """Bitwise comparison of the native backward between two builds (a development check, not a test).
 
-Dumps the native gradients of many small configurations (2D / 3D shapes with 1-3 batch elements, some with few points (so one band),
-every mode x padding x align_corners, float32 / float64 / bfloat16, both layouts, some NaN
-coordinates; grad of input and grid, and of the grid alone), so that a change meant to keep the
-arithmetic can be checked against the previous build:
+Dumps the native gradients of many small configurations (2D / 3D shapes with 1-3 batch elements,
+some with few points, so one band; every mode x padding x align_corners, float32 / float64 /
+bfloat16, both layouts, some NaN coordinates; grad of input and grid, and of the grid alone), so
+that a change meant to keep the arithmetic can be checked against the previous build:
 
     PYTHONPATH=/path/to/old/build python benchmarks/gradient_dump.py dump old.npz
     PYTHONPATH=/path/to/new/build python benchmarks/gradient_dump.py dump new.npz

@@ -1,0 +1,107 @@
+"""In-process A/B timing of CPU kernel builds (a development check, not a test).
+
+Loads the compiled `_cpu_kernels` module of each build folder (one with
+`jax_gridsample/_cpu_kernels*.so`, e.g. a `pip install --target` or a CMake build copied there)
+under its own FFI target names, and times their jitted calls alternately, so that the machine's
+load drifts for all builds alike:
+
+    python benchmarks/ab_builds.py CASE fwd|bwd|fwdbwd ITERS ROUNDS BUILD [BUILD ...]
+
+fwd is the forward, bwd the backward with a fixed cotangent, fwdbwd `jax.grad` of
+`0.5 * sum(out**2)` (as in cpu.py) through a `jax.custom_vjp` of the build's targets. Prints,
+per build, the p10 / median of each round in ms.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# name: (input NC+spatial, output spatial, interpolation, padding), channels first, float32
+CASES = {
+    "bilinear": ((8, 32, 64, 64), (64, 64), 0, 0),
+    "reflection": ((8, 32, 64, 64), (64, 64), 0, 2),
+    "nearest": ((8, 32, 64, 64), (64, 64), 1, 1),
+    "nearest-n2": ((2, 32, 64, 64), (64, 64), 1, 1),
+    "nearest-c3": ((8, 3, 64, 64), (64, 64), 1, 1),
+    "bicubic": ((8, 32, 64, 64), (64, 64), 2, 0),
+    "c3": ((1, 3, 512, 512), (512, 512), 0, 1),
+    "bilinear-3d": ((2, 16, 32, 32, 32), (32, 32, 32), 0, 0),
+    "nearest-3d": ((2, 16, 32, 32, 32), (32, 32, 32), 1, 2),
+}
+
+
+def build_fn(index: int, folder: str, what: str, shape, out_spatial, attrs, arrays):
+    so = glob.glob(f"{folder}/jax_gridsample/_cpu_kernels*.so")[0]
+    spec = importlib.util.spec_from_file_location("_cpu_kernels", so)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    regs = module.registrations()
+    fwd_name, bwd_name = f"ab{index}_forward", f"ab{index}_backward"
+    jax.ffi.register_ffi_target(fwd_name, regs["jax_gridsample_forward"], platform="cpu")
+    jax.ffi.register_ffi_target(bwd_name, regs["jax_gridsample_backward"], platform="cpu")
+    out_shape = (shape[0], shape[1]) + out_spatial
+
+    def fwd(x, g):
+        return jax.ffi.ffi_call(fwd_name, jax.ShapeDtypeStruct(out_shape, x.dtype))(x, g, **attrs)
+
+    def bwd(go, x, g):
+        results = [jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(g.shape, g.dtype)]
+        return tuple(jax.ffi.ffi_call(bwd_name, results)(go, x, g, **attrs, input_mask=True,
+                                                         grid_mask=True))
+
+    x, g, ct = arrays
+    if what == "fwd":
+        return jax.jit(fwd), (x, g)
+    if what == "bwd":
+        return jax.jit(bwd), (ct, x, g)
+
+    @jax.custom_vjp
+    def sample(x, g):
+        return fwd(x, g)
+
+    sample.defvjp(lambda x, g: (fwd(x, g), (x, g)), lambda res, go: bwd(go, *res))
+    loss = lambda x, g: 0.5 * jnp.sum(jnp.square(sample(x, g)))  # noqa: E731
+    return jax.jit(jax.grad(loss, argnums=(0, 1))), (x, g)
+
+
+def main() -> None:
+    case, what, iters, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    folders = sys.argv[5:]
+    shape, out_spatial, interpolation, padding = CASES[case]
+    attrs = dict(interpolation=np.int64(interpolation), padding=np.int64(padding),
+                 align_corners=False, channels_last=False)
+    rng = np.random.default_rng(0)
+    k = len(out_spatial)
+    arrays = (jnp.asarray(rng.standard_normal(shape).astype(np.float32)),
+              jnp.asarray(rng.uniform(-1.1, 1.1, (shape[0],) + out_spatial + (k,))
+                          .astype(np.float32)),
+              jnp.asarray(rng.standard_normal((shape[0], shape[1]) + out_spatial)
+                          .astype(np.float32)))
+    fns = [build_fn(i, f, what, shape, out_spatial, attrs, arrays) for i, f in enumerate(folders)]
+    for fn, args in fns:
+        jax.block_until_ready(fn(*args))
+    results = [[] for _ in folders]
+    for _ in range(rounds):
+        times = [[] for _ in folders]
+        for _ in range(iters):
+            for i, (fn, args) in enumerate(fns):
+                t0 = time.perf_counter()
+                jax.block_until_ready(fn(*args))
+                times[i].append(time.perf_counter() - t0)
+        for i, t in enumerate(times):
+            t.sort()
+            results[i].append((t[len(t) // 10], t[len(t) // 2]))
+    for folder, res in zip(folders, results, strict=True):
+        rounds_text = " ".join(f"{1e3 * a:.3f}/{1e3 * m:.3f}" for a, m in res)
+        print(f"{folder}: p10/median ms {rounds_text}")
+
+
+if __name__ == "__main__":
+    main()
