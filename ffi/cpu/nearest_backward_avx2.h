@@ -1,5 +1,5 @@
 // The CPU backward's grad_input for nearest float32 with channels first, in
-// AVX2 (implementation in nearest_backward_avx2.cc): whole backward tasks
+// AVX2 (implementation in nearest_backward_avx2.cc): the backward tasks
 // that own whole planes (one band; BackwardKernel plans so when batch
 // elements x groups of 8 channels make enough tasks).
 //
@@ -7,15 +7,15 @@
 // channel. Channels first, those elements lie a plane apart, so the generic
 // block (BackwardKernel's `process`) does one scalar load-add-store per
 // point and channel, into planes that do not all fit in L1: most of a 2D
-// nearest forward-plus-backward. This task sums into a channels-last
-// staging copy of its planes (in passes of channels that keep the copy
-// within kNearestStagingBytes), where a point's channels are one vector
-// add, and transposes the copy into grad_input at the end of each pass.
+// nearest forward-plus-backward. This task sums into a staging copy of its
+// planes, per group of 8 channels a plane of 8-float vectors (in passes of
+// channels that keep the copy within kNearestStagingBytes), so that a
+// point's 8 channels are one vector add, and transposes the copy into
+// grad_input at the end of each pass.
 //
-// It visits the points as the generic block does (the same blocks, the
-// points in order) and adds the same values in the same order, so grad_input
-// is bitwise the generic block's: a nearest tap's weight is 1, and v + g * 1
-// is v + g.
+// Each element gets the same values as from the generic block, added in
+// the same order (point order), so grad_input is bitwise the generic
+// block's: a nearest tap's weight is 1, and v + g * 1 is v + g.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_NEAREST_BACKWARD_AVX2_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_NEAREST_BACKWARD_AVX2_H_
 
