@@ -69,7 +69,7 @@ __attribute__((target("avx2,fma"))) void AddPoints(const Geometry& g, const Pass
       __m256 in[8], out[8];
       for (int r = 0; r < 8; ++r) {
         const float* src = go + r * points + b0;
-        if (kPrefetchFloats > 0 && (b0 & 15) == 0 && r < n_rows) {
+        if ((b0 & 15) == 0 && r < n_rows) {
           _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchFloats), _MM_HINT_T0);
         }
         in[r] = r >= n_rows ? _mm256_setzero_ps()
@@ -130,9 +130,8 @@ __attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
   const int64_t per_pass = std::min(RoundUp8(t.c_end - t.c_begin), most);
   std::unique_ptr<float[]> staging(new float[plane * per_pass]);
   std::unique_ptr<ST> st(new ST);
-  // grad_input is the size of the input: streamed as a forward output of
-  // that size and row length would be (StreamsOutput).
-  const bool stream = plane % 8 == 0 && g.n * g.c * plane * int64_t{4} >= kStreamOutputBytes;
+  // grad_input (rows of a plane) is streamed as a forward output would be.
+  const bool stream = StreamsRuns(plane, g.n * g.c * plane);
   const float* grid_n = t.grid + t.n * points * K;
   for (int64_t c_pass = t.c_begin; c_pass < t.c_end; c_pass += per_pass) {
     const int64_t rows = std::min(per_pass, t.c_end - c_pass);

@@ -26,13 +26,18 @@ namespace gs_cpu {
 // Float32 outputs of at least this many bytes are streamed.
 constexpr int64_t kStreamOutputBytes = int64_t{1} << 20;
 
-// Whether to stream: a large output whose runs of 8 floats can all be
-// 32-byte aligned (channels-first rows of a multiple of 8 points, or
-// channels-last points of a multiple of 8 channels), so that no line mixes
-// the two kinds of store.
+// Whether to stream a float32 output of `floats` floats written in runs of
+// `run` contiguous floats: a large one whose runs of 8 floats can all be
+// 32-byte aligned (`run` a multiple of 8), so that no line mixes the two
+// kinds of store.
+inline bool StreamsRuns(int64_t run, int64_t floats) {
+  return run % 8 == 0 && floats * int64_t{4} >= kStreamOutputBytes;
+}
+
+// A forward's output: runs are channels-first rows of points, or
+// channels-last points of channels.
 inline bool StreamsOutput(const Geometry& g) {
-  const bool runs_of_8 = g.channels_last ? g.c % 8 == 0 : g.points % 8 == 0;
-  return runs_of_8 && g.n * g.c * g.points * int64_t{4} >= kStreamOutputBytes;
+  return StreamsRuns(g.channels_last ? g.c : g.points, g.n * g.c * g.points);
 }
 
 // 8 floats at p: non-temporal when `stream` and p is 32-byte aligned (a row
