@@ -18,9 +18,9 @@ namespace gs_cpu {
 
 #if GS_CPU_HAVE_AVX2_PATH
 
-bool NearestBackwardStagingFits(const Geometry& g) {
-  return HasAvx2Fma() && Avx2PathFits(g) &&
-         g.plane * 8 * int64_t{sizeof(float)} <= kNearestStagingBytes;
+int64_t NearestStagingRanges(const Geometry& g) {
+  if (!HasAvx2Fma() || !Avx2PathFits(g)) return 0;
+  return std::max<int64_t>(1, CeilDiv(g.plane * 8 * int64_t{sizeof(float)}, kNearestStagingBytes));
 }
 
 namespace {
@@ -32,40 +32,66 @@ constexpr int64_t kPrefetchFloats = 256;
 inline int64_t RoundUp8(int64_t v) { return (v + 7) / 8 * 8; }
 
 // One pass: `rows` channels of the task, whose first grad_output row is
-// `go`, summed into `staging`: per group of 8 channels, a plane of 8-float
-// vectors (group c0 / 8 at staging + c0 * plane; past `rows`, lanes of
-// zeros).
+// `go`, summed into `staging`: per group of 8 channels, the task's range
+// (elements s_begin .. s_begin + span - 1 of the plane) as 8-float vectors,
+// then 8 more (one per lane of a group of points) that take the points
+// outside the range, so that adding needs no branch (group c0 / 8 at
+// staging + c0 * Stride(); past `rows`, lanes of zeros).
 struct Pass {
   const float* go;
   int64_t rows;
   float* staging;
+  int64_t s_begin, span;
+  int64_t Stride() const { return span + 8; }
 };
 
-// Whether any of elem[0 .. 7] is >= 0.
-__attribute__((target("avx2,fma"), always_inline)) inline bool AnyInRange(const int32_t* elem) {
-  const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(elem));
-  const __m256i in_range = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(-1));
-  return _mm256_movemask_ps(_mm256_castsi256_ps(in_range)) != 0;
+// The staging vectors of elem[0 .. 7] (8-float units from the group's
+// start): an element of the pass's range goes to its own, any other (-1,
+// out of range, included) to its lane's spare one. False when none lies in
+// the range.
+__attribute__((target("avx2,fma"), always_inline)) inline bool StagingSlots(const int32_t* elem,
+                                                                             const Pass& p,
+                                                                             int32_t* slot) {
+  const __m256i rel = _mm256_sub_epi32(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(elem)),
+      _mm256_set1_epi32(static_cast<int32_t>(p.s_begin)));
+  const __m256i in_span =
+      _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), rel),
+                          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(p.span)), rel));
+  const __m256i spare = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(p.span)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(slot),
+                      _mm256_blendv_epi8(spare, rel, in_span));
+  return _mm256_movemask_ps(_mm256_castsi256_ps(in_span)) != 0;
 }
 
 // Adds the grad_output of `cnt` consecutive points from p0, 8 channels at a
 // time: 8 points x 8 channels are loaded as 8 row pieces and transposed, so
 // that each point's channels are one vector. elem[b]: the plane element of
-// point b's tap, or -1 (out of range); defined up to the group of 8.
+// point b's tap, or -1 (out of range). Only the points whose tap lies in
+// the pass's range are added.
 // Channels outer: the loads follow 8 rows at a time (with all the task's
 // rows at once, the 2D 8 x 32 x 64 x 64 forward-plus-backward took 0.56-0.62
 // ms instead of 0.37-0.44 on an AMD EPYC VM).
 __attribute__((target("avx2,fma"))) void AddPoints(const Geometry& g, const Pass& p, int64_t p0,
                                                    int cnt, const int32_t* elem) {
-  const int64_t points = g.points, plane = g.plane;
+  const int64_t points = g.points;
   for (int64_t c0 = 0; c0 < p.rows; c0 += 8) {
     const int64_t n_rows = std::min<int64_t>(8, p.rows - c0);
     const float* go = p.go + c0 * points + p0;
-    float* staging = p.staging + c0 * plane;
+    float* staging = p.staging + c0 * p.Stride();
     for (int b0 = 0; b0 < cnt; b0 += 8) {
-      if (!AnyInRange(elem + b0)) continue;
-      const __m256i lanes = FirstLanes(cnt - b0);
       const bool whole = b0 + 8 <= cnt;
+      alignas(32) int32_t tail[8];
+      const int32_t* e = elem + b0;
+      if (!whole) {
+        std::fill(tail, tail + 8, -1);
+        std::copy(e, e + (cnt - b0), tail);
+        e = tail;
+      }
+      alignas(32) int32_t slot[8];
+      if (!StagingSlots(e, p, slot)) continue;
+      const __m256i lanes = FirstLanes(cnt - b0);
       __m256 in[8], out[8];
       for (int r = 0; r < 8; ++r) {
         const float* src = go + r * points + b0;
@@ -78,25 +104,24 @@ __attribute__((target("avx2,fma"))) void AddPoints(const Geometry& g, const Pass
       }
       Transpose8x8(in, out);
       for (int k = 0; k < 8; ++k) {
-        if (elem[b0 + k] < 0) continue;
-        float* dst = staging + elem[b0 + k] * 8;
+        float* dst = staging + int64_t{slot[k]} * 8;
         _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_loadu_ps(dst), out[k]));
       }
     }
   }
 }
 
-// The pass's staging -> its `rows` planes of grad_input from gi: 16
-// elements of 8 planes at a time, so that each plane's row gets whole
-// 64-byte lines (streamed when `stream` and aligned, see
-// output_store_avx2.h).
+// The pass's staging -> its range of its `rows` planes of grad_input (gi:
+// element s_begin of the first plane): 16 elements of 8 planes at a time,
+// so that each plane's row gets whole 64-byte lines (streamed when `stream`
+// and aligned, see output_store_avx2.h).
 __attribute__((target("avx2,fma"))) void WritePlanes(const Pass& p, int64_t plane, float* gi,
                                                      bool stream) {
-  const int64_t plane16 = plane / 16 * 16;
+  const int64_t span = p.span, span16 = span / 16 * 16;
   for (int64_t c0 = 0; c0 < p.rows; c0 += 8) {
     const int64_t n_rows = std::min<int64_t>(8, p.rows - c0);
-    const float* staging = p.staging + c0 * plane;
-    for (int64_t s = 0; s < plane16; s += 16) {
+    const float* staging = p.staging + c0 * p.Stride();
+    for (int64_t s = 0; s < span16; s += 16) {
       __m256 in[8], lo[8], hi[8];
       for (int r = 0; r < 8; ++r) in[r] = _mm256_loadu_ps(staging + (s + r) * 8);
       Transpose8x8(in, lo);
@@ -108,7 +133,7 @@ __attribute__((target("avx2,fma"))) void WritePlanes(const Pass& p, int64_t plan
         StoreOutput(dst + 8, hi[k], stream);
       }
     }
-    for (int64_t s = plane16; s < plane; ++s) {
+    for (int64_t s = span16; s < span; ++s) {
       for (int64_t k = 0; k < n_rows; ++k) gi[(c0 + k) * plane + s] = staging[s * 8 + k];
     }
   }
@@ -122,42 +147,74 @@ __attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
     const Geometry& g, const NearestBackwardTask& t) {
   using ST = SoaTaps<K, gs::kNearest>;
   constexpr int64_t kBlock = ST::kB;
-  const int64_t plane = g.plane, points = g.points;
-  if (plane == 0 || t.c_end <= t.c_begin) return;
+  const int64_t plane = g.plane, points = g.points, span = t.s_end - t.s_begin;
+  if (span <= 0 || t.c_end <= t.c_begin) return;
   // Channels per pass: a multiple of 8 whose staging copy fits (8 always
-  // does: NearestBackwardStagingFits).
-  const int64_t most = std::max<int64_t>(8, kNearestStagingBytes / (plane * 4) / 8 * 8);
+  // do, but for the rounding of NearestRangeStart and the spare vectors:
+  // the ranges are no larger than NearestStagingRanges asks).
+  const int64_t most = std::max<int64_t>(8, kNearestStagingBytes / (span * 4) / 8 * 8);
   const int64_t per_pass = std::min(RoundUp8(t.c_end - t.c_begin), most);
-  std::unique_ptr<float[]> staging(new float[plane * per_pass]);
-  std::unique_ptr<ST> st(new ST);
+  std::unique_ptr<float[]> staging(new float[(span + 8) * per_pass]);
+  std::unique_ptr<ST> st(t.offsets == nullptr ? new ST : nullptr);
   // grad_input (rows of a plane) is streamed as a forward output would be.
   const bool stream = StreamsRuns(plane, g.n * g.c * plane);
   const float* grid_n = t.grid + t.n * points * K;
   for (int64_t c_pass = t.c_begin; c_pass < t.c_end; c_pass += per_pass) {
     const int64_t rows = std::min(per_pass, t.c_end - c_pass);
-    const Pass p{t.grad_out + (t.n * g.c + c_pass) * points, rows, staging.get()};
-    std::fill(p.staging, p.staging + plane * RoundUp8(rows), 0.f);
+    const Pass p{t.grad_out + (t.n * g.c + c_pass) * points, rows, staging.get(), t.s_begin,
+                 span};
+    std::fill(p.staging, p.staging + p.Stride() * RoundUp8(rows), 0.f);
     for (int64_t p0 = 0; p0 < points; p0 += kBlock) {
       const int cnt = static_cast<int>(std::min(kBlock, points - p0));
+      if (t.offsets != nullptr) {
+        AddPoints(g, p, p0, cnt, t.offsets + t.n * points + p0);
+        continue;
+      }
       // The forward's tables: the points' tap offsets, -1 out of range
       // (the index math of FillTaps, so the same taps as the generic block).
       FillSoaTaps<K, gs::kNearest>(grid_n + p0 * K, cnt, g, st.get());
       AddPoints(g, p, p0, cnt, st->off[0]);
     }
-    WritePlanes(p, plane, t.grad_input + (t.n * g.c + c_pass) * plane, stream);
+    WritePlanes(p, plane, t.grad_input + (t.n * g.c + c_pass) * plane + t.s_begin, stream);
   }
 }
 
 template void NearestBackwardTaskAvx2F32<2>(const Geometry&, const NearestBackwardTask&);
 template void NearestBackwardTaskAvx2F32<3>(const Geometry&, const NearestBackwardTask&);
 
+template <int K>
+__attribute__((target("avx2,fma"))) void NearestTapOffsetsAvx2F32(const Geometry& g,
+                                                                  const float* grid, int64_t n,
+                                                                  int64_t p_begin, int64_t p_end,
+                                                                  int32_t* offsets) {
+  using ST = SoaTaps<K, gs::kNearest>;
+  std::unique_ptr<ST> st(new ST);
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
+    const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
+    FillSoaTaps<K, gs::kNearest>(grid + (n * g.points + p0) * K, cnt, g, st.get());
+    std::copy(st->off[0], st->off[0] + cnt, offsets + n * g.points + p0);
+  }
+}
+
+template void NearestTapOffsetsAvx2F32<2>(const Geometry&, const float*, int64_t, int64_t,
+                                          int64_t, int32_t*);
+template void NearestTapOffsetsAvx2F32<3>(const Geometry&, const float*, int64_t, int64_t,
+                                          int64_t, int32_t*);
+
 #else  // !GS_CPU_HAVE_AVX2_PATH
 
-bool NearestBackwardStagingFits(const Geometry&) { return false; }
+int64_t NearestStagingRanges(const Geometry&) { return 0; }
 template <int K>
 void NearestBackwardTaskAvx2F32(const Geometry&, const NearestBackwardTask&) {}
 template void NearestBackwardTaskAvx2F32<2>(const Geometry&, const NearestBackwardTask&);
 template void NearestBackwardTaskAvx2F32<3>(const Geometry&, const NearestBackwardTask&);
+template <int K>
+void NearestTapOffsetsAvx2F32(const Geometry&, const float*, int64_t, int64_t, int64_t,
+                              int32_t*) {}
+template void NearestTapOffsetsAvx2F32<2>(const Geometry&, const float*, int64_t, int64_t,
+                                          int64_t, int32_t*);
+template void NearestTapOffsetsAvx2F32<3>(const Geometry&, const float*, int64_t, int64_t,
+                                          int64_t, int32_t*);
 
 #endif  // GS_CPU_HAVE_AVX2_PATH
 

@@ -1,17 +1,24 @@
 // The CPU backward's grad_input for nearest float32 with channels first, in
-// AVX2 (implementation in nearest_backward_avx2.cc): the backward tasks
-// that own whole planes (one band; BackwardKernel plans so when batch
-// elements x groups of 8 channels make enough tasks).
+// AVX2 (implementation in nearest_backward_avx2.cc): backward tasks that
+// own a range of plane elements (the whole plane, or one of a few ranges
+// when 8 channels of the plane would not fit the staging copy, or to make
+// enough tasks) for a block of channels, and read all their batch
+// element's points.
 //
 // Why: a nearest point adds its grad_output value to one input element per
 // channel. Channels first, those elements lie a plane apart, so the generic
 // block (BackwardKernel's `process`) does one scalar load-add-store per
 // point and channel, into planes that do not all fit in L1: most of a 2D
 // nearest forward-plus-backward. This task sums into a staging copy of its
-// planes, per group of 8 channels a plane of 8-float vectors (in passes of
+// range, per group of 8 channels a range of 8-float vectors (in passes of
 // channels that keep the copy within kNearestStagingBytes), so that a
 // point's 8 channels are one vector add, and transposes the copy into
-// grad_input at the end of each pass.
+// grad_input at the end of each pass. Each range's task reads all the
+// points' grad_output and adds those whose tap lies in its range (the
+// others into spare vectors: a branch per point, taken at random, had made
+// the 3D 2 x 16 x 32^3 backward with 2 ranges no faster than the generic
+// block, 1.0 ms; without it 0.46), so only a few ranges pay (see
+// PlanNearestRanges).
 //
 // Each element gets the same values as from the generic block, added in
 // the same order (point order), so grad_input is bitwise the generic
@@ -29,20 +36,38 @@ namespace gs_cpu {
 // hold it beside the grad_output rows it reads).
 inline constexpr int64_t kNearestStagingBytes = int64_t{512} << 10;
 
-// Whether NearestBackwardTaskAvx2F32 can run: AVX2 + FMA, int32 plane
-// offsets, and 8 channels of a plane within kNearestStagingBytes.
-bool NearestBackwardStagingFits(const Geometry& g);
+// The fewest element ranges of a plane whose 8 channels each fit
+// kNearestStagingBytes, or 0 when NearestBackwardTaskAvx2F32 cannot run
+// (no AVX2 + FMA, or plane offsets beyond int32).
+int64_t NearestStagingRanges(const Geometry& g);
 
-// Channels [c_begin, c_end) of batch element n, all its points: writes
-// those planes of grad_input whole.
+// First element of range r of `ranges` over a plane of `plane` elements
+// (r == ranges: the end): a multiple of 16, so that a row that starts
+// 64-byte aligned is written in whole lines.
+inline int64_t NearestRangeStart(int64_t r, int64_t ranges, int64_t plane) {
+  return r == ranges ? plane : r * plane / ranges / 16 * 16;
+}
+
+// Elements [s_begin, s_end) of the planes of channels [c_begin, c_end) of
+// batch element n, from all its points: writes that part of grad_input.
+// offsets: the points' tap offsets from NearestTapOffsetsAvx2F32 (element n
+// * points on), or nullptr to compute them in the task.
 struct NearestBackwardTask {
-  int64_t n, c_begin, c_end;
+  int64_t n, c_begin, c_end, s_begin, s_end;
   const float* grid;
+  const int32_t* offsets;
   const float* grad_out;
   float* grad_input;
 };
 template <int K>
 void NearestBackwardTaskAvx2F32(const Geometry& g, const NearestBackwardTask& task);
+
+// The plane element of the tap of points [p_begin, p_end) of batch element
+// n, -1 out of range, into offsets[n * points + p]: computed once for all
+// the tasks of a batch element where it has several.
+template <int K>
+void NearestTapOffsetsAvx2F32(const Geometry& g, const float* grid, int64_t n, int64_t p_begin,
+                              int64_t p_end, int32_t* offsets);
 
 }  // namespace gs_cpu
 
