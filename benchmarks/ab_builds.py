@@ -5,11 +5,11 @@ Loads the compiled `_cpu_kernels` module of each build folder (one with
 under its own FFI target names, and times their jitted calls alternately, so that the machine's
 load drifts for all builds alike:
 
-    python benchmarks/ab_builds.py CASE fwd|bwd|fwdbwd ITERS ROUNDS BUILD [BUILD ...]
+    python benchmarks/ab_builds.py CASE[:nhwc] fwd|bwd|fwdbwd ITERS ROUNDS BUILD [BUILD ...]
 
-fwd is the forward, bwd the backward with a fixed cotangent, fwdbwd `jax.grad` of
-`0.5 * sum(out**2)` (as in cpu.py) through a `jax.custom_vjp` of the build's targets. Prints,
-per build, the p10 / median of each round in ms.
+`:nhwc` runs the case channels last. fwd is the forward, bwd the backward with a fixed
+cotangent, fwdbwd `jax.grad` of `0.5 * sum(out**2)` (as in cpu.py) through a `jax.custom_vjp` of
+the build's targets. Prints, per build, the p10 / median of each round in ms.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# name: (input NC+spatial, output spatial, interpolation, padding), channels first, float32
+# name: (input NC+spatial, output spatial, interpolation, padding), float32
 CASES = {
     "bilinear": ((8, 32, 64, 64), (64, 64), 0, 0),
     "reflection": ((8, 32, 64, 64), (64, 64), 0, 2),
     "nearest": ((8, 32, 64, 64), (64, 64), 1, 1),
     "nearest-n2": ((2, 32, 64, 64), (64, 64), 1, 1),
     "nearest-c3": ((8, 3, 64, 64), (64, 64), 1, 1),
+    "nearest-c8": ((8, 8, 64, 64), (64, 64), 1, 0),
     "bicubic": ((8, 32, 64, 64), (64, 64), 2, 0),
     "c3": ((1, 3, 512, 512), (512, 512), 0, 1),
     "bilinear-3d": ((2, 16, 32, 32, 32), (32, 32, 32), 0, 0),
@@ -46,7 +47,10 @@ def build_fn(index: int, folder: str, what: str, shape, out_spatial, attrs, arra
     fwd_name, bwd_name = f"ab{index}_forward", f"ab{index}_backward"
     jax.ffi.register_ffi_target(fwd_name, regs["jax_gridsample_forward"], platform="cpu")
     jax.ffi.register_ffi_target(bwd_name, regs["jax_gridsample_backward"], platform="cpu")
-    out_shape = (shape[0], shape[1]) + out_spatial
+    if attrs["channels_last"]:
+        out_shape = (shape[0],) + out_spatial + (shape[1],)
+    else:
+        out_shape = (shape[0], shape[1]) + out_spatial
 
     def fwd(x, g):
         return jax.ffi.ffi_call(fwd_name, jax.ShapeDtypeStruct(out_shape, x.dtype))(x, g, **attrs)
@@ -72,11 +76,13 @@ def build_fn(index: int, folder: str, what: str, shape, out_spatial, attrs, arra
 
 
 def main() -> None:
-    case, what, iters, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    case, _, layout = sys.argv[1].partition(":")
+    what, iters, rounds = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    channels_last = layout == "nhwc"
     folders = sys.argv[5:]
     shape, out_spatial, interpolation, padding = CASES[case]
     attrs = dict(interpolation=np.int64(interpolation), padding=np.int64(padding),
-                 align_corners=False, channels_last=False)
+                 align_corners=False, channels_last=channels_last)
     rng = np.random.default_rng(0)
     k = len(out_spatial)
     arrays = (jnp.asarray(rng.standard_normal(shape).astype(np.float32)),
@@ -84,6 +90,8 @@ def main() -> None:
                           .astype(np.float32)),
               jnp.asarray(rng.standard_normal((shape[0], shape[1]) + out_spatial)
                           .astype(np.float32)))
+    if channels_last:
+        arrays = (jnp.moveaxis(arrays[0], 1, -1), arrays[1], jnp.moveaxis(arrays[2], 1, -1))
     fns = [build_fn(i, f, what, shape, out_spatial, attrs, arrays) for i, f in enumerate(folders)]
     for fn, args in fns:
         jax.block_until_ready(fn(*args))

@@ -216,7 +216,9 @@ def test_partitioned_backward(dims, mode, padding, channels_last, dtype):
     (2, 2, 32, (40, 40), (48, 48)), (3, 1, 11, (19, 29, 31), (10, 11, 9)),
     (2, 1, 3, (40, 41), (49, 47))],
     ids=["2d-passes", "3d-passes", "2d-channel-blocks", "3d-ranges", "2d-ranges"])
-def test_nearest_backward_staged(dims, batch, channels, spatial, out_spatial, padding):
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_nearest_backward_staged(dims, batch, channels, spatial, out_spatial, padding,
+                                 channels_last):
     """The nearest float32 backward's tasks that own ranges of plane elements. Passes: eight
     batch elements (so one task has all 40 channels), more than its staging copy holds at
     once, so it sums them in passes of 32 and 8; planes of 4095 elements (not a multiple of 8
@@ -224,11 +226,14 @@ def test_nearest_backward_staged(dims, batch, channels, spatial, out_spatial, pa
     channels instead. Ranges: a 3D plane of 17081 elements, too large for 8 channels of it in
     one staging copy, so two ranges (split at element 8528) x two channel blocks (8 and 3)
     that share precomputed tap offsets; a 2D batch element with 3 channels, split into two
-    ranges so that there are two tasks. Point counts not a multiple of 8."""
+    ranges so that there are two tasks. Point counts not a multiple of 8. Channels last, the
+    tasks add rows of all the channels (two ranges where those rows exceed the staging size:
+    2d-passes, 3d-passes, 3d-ranges; 2d-ranges for two tasks)."""
     rng = np.random.default_rng(11)
     kw = dict(batch=batch, channels=channels, spatial=spatial, out_spatial=out_spatial)
     x, grid, go = random_case(dims, rng, dtype=np.float32, quantize=True, **kw)
-    gi, gg = native_backward(go, x, grid, MODES["nearest"], PADDINGS[padding], False)
+    gi, gg = native_backward(go, x, grid, MODES["nearest"], PADDINGS[padding], False,
+                             channels_last)
     _, expected_gi, _ = reference_oracle(x, grid, go, "nearest", padding, False)
     assert_close(gi, expected_gi, TOL["float32"], "grad_input")
     assert not np.any(np.asarray(gg))

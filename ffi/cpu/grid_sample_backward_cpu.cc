@@ -69,14 +69,18 @@ inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis, int64_t c
 // kTargetTasks tasks. (Backward p10 on a 2-core AMD EPYC VM: 1 x 32 x 64 x
 // 64, 4 tasks of 1 range 0.042 ms, 8 tasks of 2 ranges 0.050, the generic
 // block 0.108; 1 x 3 x 128 x 128, 1 or 2 ranges 0.070, generic 0.150.)
+// Channels last, one block of all the channels (a block's part of an
+// element's row shares cache lines with the others': the 3D 2 x 16 x 32^3
+// backward with 2 ranges x 2 blocks of 8 took 2.2 ms, the generic block
+// 1.8).
 inline bool PlanNearestRanges(const Geometry& g, int64_t ranges, BackwardPlan* p) {
   if (ranges < 1 || ranges > 2) return false;
-  const int64_t groups = CeilDiv(g.c, 8);
+  const int64_t groups = g.channels_last ? 1 : std::max<int64_t>(1, CeilDiv(g.c, 8));
   const int64_t n = std::max<int64_t>(1, g.n);
   if (n * groups * ranges == 1 && p->bands > 1) ranges = 2;
   const int64_t nblocks = std::clamp<int64_t>(CeilDiv(kTargetTasks, n * ranges), 1, groups);
   p->bands = ranges;
-  p->cblock = CeilDiv(groups, nblocks) * 8;
+  p->cblock = g.channels_last ? std::max<int64_t>(1, g.c) : CeilDiv(groups, nblocks) * 8;
   p->nblocks = CeilDiv(g.c, p->cblock);
   return true;
 }
@@ -98,10 +102,9 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   constexpr bool kBilinearBlock =
       kRows && K == 2 && kInterp == gs::kBilinear && std::is_same_v<T, float>;
   static_assert(!kBilinearBlock || kBlock == kBilinearBackwardBlock);
-  // Nearest float32, channels first: tasks that own ranges of plane
-  // elements, in nearest_backward_avx2.h (there is no grid gradient).
-  constexpr bool kNearestStaged =
-      !kChannelsLast && kInterp == gs::kNearest && std::is_same_v<S, float>;
+  // Nearest float32: tasks that own ranges of plane elements, in
+  // nearest_backward_avx2.h (there is no grid gradient).
+  constexpr bool kNearestStaged = kInterp == gs::kNearest && std::is_same_v<S, float>;
   const int64_t n_batch = g.n, channels = g.c, points = g.points, plane = g.plane;
   const bool need_gi = grad_input != nullptr;
   const bool need_gg = grad_grid != nullptr && kHasGridGrad;
@@ -398,9 +401,14 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
     const int64_t band_hi = BandStart(band + 1, bands, band_axis);
     if (nearest_ranges) {
       if constexpr (kNearestStaged) {
-        NearestBackwardTaskAvx2F32<K>(g, {n, c_begin, c_end, NearestRangeStart(band, bands, plane),
-                                          NearestRangeStart(band + 1, bands, plane), grid,
-                                          nearest_offsets.get(), grad_out, gi_acc});
+        const NearestBackwardTask t{n, c_begin, c_end, NearestRangeStart(band, bands, plane),
+                                    NearestRangeStart(band + 1, bands, plane), grid,
+                                    nearest_offsets.get(), grad_out, gi_acc};
+        if constexpr (kChannelsLast) {
+          NearestBackwardChannelsLastTaskAvx2F32<K>(g, t);
+        } else {
+          NearestBackwardTaskAvx2F32<K>(g, t);
+        }
       }
       return;
     }

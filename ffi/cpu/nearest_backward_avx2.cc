@@ -20,7 +20,10 @@ namespace gs_cpu {
 
 int64_t NearestStagingRanges(const Geometry& g) {
   if (!HasAvx2Fma() || !Avx2PathFits(g)) return 0;
-  return std::max<int64_t>(1, CeilDiv(g.plane * 8 * int64_t{sizeof(float)}, kNearestStagingBytes));
+  // Channels last: all the channels of an element share its cache lines.
+  const int64_t channels = g.channels_last ? g.c : 8;
+  return std::max<int64_t>(
+      1, CeilDiv(g.plane * channels * int64_t{sizeof(float)}, kNearestStagingBytes));
 }
 
 namespace {
@@ -182,6 +185,77 @@ __attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
 template void NearestBackwardTaskAvx2F32<2>(const Geometry&, const NearestBackwardTask&);
 template void NearestBackwardTaskAvx2F32<3>(const Geometry&, const NearestBackwardTask&);
 
+namespace {
+
+// A channels-last task's rows: grad_input from element s_begin of batch
+// element n, channel c_begin on (`gi`, rows `channels` apart), `cb`
+// channels of each; grad_output the same from point 0 (`go`); `spare`: 8
+// rows of RoundUp8(cb) floats.
+struct Rows {
+  float* gi;
+  const float* go;
+  int64_t channels, cb, span;
+  float* spare;
+};
+
+// Adds the grad_output rows of `cnt` consecutive points from p0 (their
+// elements relative to the range in `rel`) to their grad_input rows, 8
+// channels a vector, the last cb % 8 under a mask.
+__attribute__((target("avx2,fma"))) void AddRows(const Rows& r, int64_t p0, int cnt,
+                                                 const int32_t* elem, int64_t s_begin) {
+  const int64_t cb8 = r.cb / 8 * 8, spare_stride = RoundUp8(r.cb);
+  const __m256i tail = FirstLanes(r.cb - cb8);
+  for (int b = 0; b < cnt; ++b) {
+    const int64_t rel = elem[b] - s_begin;
+    const bool in_span = rel >= 0 && rel < r.span;
+    float* dst = in_span ? r.gi + rel * r.channels : r.spare + (b & 7) * spare_stride;
+    const float* src = r.go + (p0 + b) * r.channels;
+    for (int64_t c = 0; c < cb8; c += 8) {
+      const __m256 sum = _mm256_add_ps(_mm256_loadu_ps(dst + c), _mm256_loadu_ps(src + c));
+      _mm256_storeu_ps(dst + c, sum);
+    }
+    if (cb8 < r.cb) {
+      const __m256 sum = _mm256_add_ps(_mm256_maskload_ps(dst + cb8, tail),
+                                       _mm256_maskload_ps(src + cb8, tail));
+      _mm256_maskstore_ps(dst + cb8, tail, sum);
+    }
+  }
+}
+
+}  // namespace
+
+template <int K>
+__attribute__((target("avx2,fma"))) void NearestBackwardChannelsLastTaskAvx2F32(
+    const Geometry& g, const NearestBackwardTask& t) {
+  using ST = SoaTaps<K, gs::kNearest>;
+  constexpr int64_t kBlock = ST::kB;
+  const int64_t channels = g.c, points = g.points, span = t.s_end - t.s_begin;
+  const int64_t cb = t.c_end - t.c_begin;
+  if (span <= 0 || cb <= 0) return;
+  // One spare row per lane of 8 consecutive points, so that those outside
+  // the range do not all wait on one row.
+  std::unique_ptr<float[]> spare(new float[8 * RoundUp8(cb)]);
+  const Rows r{t.grad_input + (t.n * g.plane + t.s_begin) * channels + t.c_begin,
+               t.grad_out + t.n * points * channels + t.c_begin, channels, cb, span,
+               spare.get()};
+  for (int64_t e = 0; e < span; ++e) std::fill(r.gi + e * channels, r.gi + e * channels + cb, 0.f);
+  std::unique_ptr<ST> st(t.offsets == nullptr ? new ST : nullptr);
+  for (int64_t p0 = 0; p0 < points; p0 += kBlock) {
+    const int cnt = static_cast<int>(std::min(kBlock, points - p0));
+    if (t.offsets != nullptr) {
+      AddRows(r, p0, cnt, t.offsets + t.n * points + p0, t.s_begin);
+      continue;
+    }
+    FillSoaTaps<K, gs::kNearest>(t.grid + (t.n * points + p0) * K, cnt, g, st.get());
+    AddRows(r, p0, cnt, st->off[0], t.s_begin);
+  }
+}
+
+template void NearestBackwardChannelsLastTaskAvx2F32<2>(const Geometry&,
+                                                        const NearestBackwardTask&);
+template void NearestBackwardChannelsLastTaskAvx2F32<3>(const Geometry&,
+                                                        const NearestBackwardTask&);
+
 template <int K>
 __attribute__((target("avx2,fma"))) void NearestTapOffsetsAvx2F32(const Geometry& g,
                                                                   const float* grid, int64_t n,
@@ -208,6 +282,12 @@ template <int K>
 void NearestBackwardTaskAvx2F32(const Geometry&, const NearestBackwardTask&) {}
 template void NearestBackwardTaskAvx2F32<2>(const Geometry&, const NearestBackwardTask&);
 template void NearestBackwardTaskAvx2F32<3>(const Geometry&, const NearestBackwardTask&);
+template <int K>
+void NearestBackwardChannelsLastTaskAvx2F32(const Geometry&, const NearestBackwardTask&) {}
+template void NearestBackwardChannelsLastTaskAvx2F32<2>(const Geometry&,
+                                                        const NearestBackwardTask&);
+template void NearestBackwardChannelsLastTaskAvx2F32<3>(const Geometry&,
+                                                        const NearestBackwardTask&);
 template <int K>
 void NearestTapOffsetsAvx2F32(const Geometry&, const float*, int64_t, int64_t, int64_t,
                               int32_t*) {}
