@@ -143,13 +143,32 @@ __attribute__((target("avx2,fma"))) void WritePlanes(const Pass& p, int64_t plan
   FinishOutputStores(stream);
 }
 
+// Calls add(p0, cnt, elem) for the task's points in blocks from p0 = 0:
+// elem, the tap offsets of its cnt points (-1 out of range), precomputed or
+// from the forward's tables (the index math of FillTaps, so the same taps
+// as the generic block). `st`: unused when the offsets are precomputed.
+template <int K, typename F>
+void ForEachOffsetBlock(const Geometry& g, const NearestBackwardTask& t,
+                        SoaTaps<K, gs::kNearest>* st, F&& add) {
+  constexpr int64_t kBlock = SoaTaps<K, gs::kNearest>::kB;
+  const int64_t points = g.points;
+  for (int64_t p0 = 0; p0 < points; p0 += kBlock) {
+    const int cnt = static_cast<int>(std::min(kBlock, points - p0));
+    if (t.offsets != nullptr) {
+      add(p0, cnt, t.offsets + t.n * points + p0);
+      continue;
+    }
+    FillSoaTaps<K, gs::kNearest>(t.grid + (t.n * points + p0) * K, cnt, g, st);
+    add(p0, cnt, static_cast<const int32_t*>(st->off[0]));
+  }
+}
+
 }  // namespace
 
 template <int K>
 __attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
     const Geometry& g, const NearestBackwardTask& t) {
   using ST = SoaTaps<K, gs::kNearest>;
-  constexpr int64_t kBlock = ST::kB;
   const int64_t plane = g.plane, points = g.points, span = t.s_end - t.s_begin;
   if (span <= 0 || t.c_end <= t.c_begin) return;
   // Channels per pass: a multiple of 8 whose staging copy fits (8 always
@@ -161,23 +180,14 @@ __attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
   std::unique_ptr<ST> st(t.offsets == nullptr ? new ST : nullptr);
   // grad_input (rows of a plane) is streamed as a forward output would be.
   const bool stream = StreamsRuns(plane, g.n * g.c * plane);
-  const float* grid_n = t.grid + t.n * points * K;
   for (int64_t c_pass = t.c_begin; c_pass < t.c_end; c_pass += per_pass) {
     const int64_t rows = std::min(per_pass, t.c_end - c_pass);
     const Pass p{t.grad_out + (t.n * g.c + c_pass) * points, rows, staging.get(), t.s_begin,
                  span};
     std::fill(p.staging, p.staging + p.Stride() * RoundUp8(rows), 0.f);
-    for (int64_t p0 = 0; p0 < points; p0 += kBlock) {
-      const int cnt = static_cast<int>(std::min(kBlock, points - p0));
-      if (t.offsets != nullptr) {
-        AddPoints(g, p, p0, cnt, t.offsets + t.n * points + p0);
-        continue;
-      }
-      // The forward's tables: the points' tap offsets, -1 out of range
-      // (the index math of FillTaps, so the same taps as the generic block).
-      FillSoaTaps<K, gs::kNearest>(grid_n + p0 * K, cnt, g, st.get());
-      AddPoints(g, p, p0, cnt, st->off[0]);
-    }
+    ForEachOffsetBlock<K>(g, t, st.get(), [&](int64_t p0, int cnt, const int32_t* elem) {
+      AddPoints(g, p, p0, cnt, elem);
+    });
     WritePlanes(p, plane, t.grad_input + (t.n * g.c + c_pass) * plane + t.s_begin, stream);
   }
 }
@@ -228,7 +238,6 @@ template <int K>
 __attribute__((target("avx2,fma"))) void NearestBackwardChannelsLastTaskAvx2F32(
     const Geometry& g, const NearestBackwardTask& t) {
   using ST = SoaTaps<K, gs::kNearest>;
-  constexpr int64_t kBlock = ST::kB;
   const int64_t channels = g.c, points = g.points, span = t.s_end - t.s_begin;
   const int64_t cb = t.c_end - t.c_begin;
   if (span <= 0 || cb <= 0) return;
@@ -240,15 +249,9 @@ __attribute__((target("avx2,fma"))) void NearestBackwardChannelsLastTaskAvx2F32(
                spare.get()};
   for (int64_t e = 0; e < span; ++e) std::fill(r.gi + e * channels, r.gi + e * channels + cb, 0.f);
   std::unique_ptr<ST> st(t.offsets == nullptr ? new ST : nullptr);
-  for (int64_t p0 = 0; p0 < points; p0 += kBlock) {
-    const int cnt = static_cast<int>(std::min(kBlock, points - p0));
-    if (t.offsets != nullptr) {
-      AddRows(r, p0, cnt, t.offsets + t.n * points + p0, t.s_begin);
-      continue;
-    }
-    FillSoaTaps<K, gs::kNearest>(t.grid + (t.n * points + p0) * K, cnt, g, st.get());
-    AddRows(r, p0, cnt, st->off[0], t.s_begin);
-  }
+  ForEachOffsetBlock<K>(g, t, st.get(), [&](int64_t p0, int cnt, const int32_t* elem) {
+    AddRows(r, p0, cnt, elem, t.s_begin);
+  });
 }
 
 template void NearestBackwardChannelsLastTaskAvx2F32<2>(const Geometry&,
