@@ -1,5 +1,5 @@
-// The CPU backward task for nearest float32, channels first; see
-// nearest_backward_avx2.h.
+// The CPU backward tasks for nearest float32 (channels first and channels
+// last); see nearest_backward_avx2.h.
 #include "nearest_backward_avx2.h"
 
 #include <algorithm>
@@ -199,24 +199,25 @@ namespace {
 
 // A channels-last task's rows: grad_input from element s_begin of batch
 // element n, channel c_begin on (`gi`, rows `channels` apart), `cb`
-// channels of each; grad_output the same from point 0 (`go`); `spare`: 8
-// rows of RoundUp8(cb) floats.
+// channels of each, for the span elements of the range; grad_output the
+// same from point 0 (`go`); `spare`: 8 rows of RoundUp8(cb) floats.
 struct Rows {
   float* gi;
   const float* go;
-  int64_t channels, cb, span;
+  int64_t channels, cb, s_begin, span;
   float* spare;
 };
 
-// Adds the grad_output rows of `cnt` consecutive points from p0 (their
-// elements relative to the range in `rel`) to their grad_input rows, 8
-// channels a vector, the last cb % 8 under a mask.
+// Adds the grad_output rows of `cnt` consecutive points from p0 (elem: the
+// plane element of each one's tap, -1 out of range) to their grad_input
+// rows, 8 channels a vector, the last cb % 8 under a mask; those outside
+// the range to the spare rows.
 __attribute__((target("avx2,fma"))) void AddRows(const Rows& r, int64_t p0, int cnt,
-                                                 const int32_t* elem, int64_t s_begin) {
+                                                 const int32_t* elem) {
   const int64_t cb8 = r.cb / 8 * 8, spare_stride = RoundUp8(r.cb);
   const __m256i tail = FirstLanes(r.cb - cb8);
   for (int b = 0; b < cnt; ++b) {
-    const int64_t rel = elem[b] - s_begin;
+    const int64_t rel = elem[b] - r.s_begin;
     const bool in_span = rel >= 0 && rel < r.span;
     float* dst = in_span ? r.gi + rel * r.channels : r.spare + (b & 7) * spare_stride;
     const float* src = r.go + (p0 + b) * r.channels;
@@ -245,12 +246,12 @@ __attribute__((target("avx2,fma"))) void NearestBackwardChannelsLastTaskAvx2F32(
   // the range do not all wait on one row.
   std::unique_ptr<float[]> spare(new float[8 * RoundUp8(cb)]);
   const Rows r{t.grad_input + (t.n * g.plane + t.s_begin) * channels + t.c_begin,
-               t.grad_out + t.n * points * channels + t.c_begin, channels, cb, span,
+               t.grad_out + t.n * points * channels + t.c_begin, channels, cb, t.s_begin, span,
                spare.get()};
   for (int64_t e = 0; e < span; ++e) std::fill(r.gi + e * channels, r.gi + e * channels + cb, 0.f);
   std::unique_ptr<ST> st(t.offsets == nullptr ? new ST : nullptr);
   ForEachOffsetBlock<K>(g, t, st.get(), [&](int64_t p0, int cnt, const int32_t* elem) {
-    AddRows(r, p0, cnt, elem, t.s_begin);
+    AddRows(r, p0, cnt, elem);
   });
 }
 
