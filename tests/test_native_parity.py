@@ -12,6 +12,7 @@ import os
 import pickle
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -400,6 +401,29 @@ def test_backward_is_bitwise_deterministic():
     first = _gradients_bytes()
     for _ in range(3):
         assert _gradients_bytes() == first
+
+
+def _threaded_case(seed: int):
+    """Forward and both gradients of a 2D bilinear batch large enough for several chunks."""
+    rng = np.random.default_rng(seed)
+    x, grid, go = random_case(2, rng, dtype=np.float32, batch=4, channels=8, spatial=(20, 24),
+                              out_spatial=(32, 32))
+    out = native_forward(x, grid, MODES["bilinear"], PADDINGS["zeros"], False)
+    gi, gg = native_backward(go, x, grid, MODES["bilinear"], PADDINGS["zeros"], False)
+    return [np.asarray(a).tobytes() for a in (out, gi, gg)]
+
+
+@pytest.mark.skipif(ON_CUDA, reason="CPU thread-pool property")
+def test_concurrent_calls_match_sequential():
+    """Python threads calling the kernels at once (XLA runs them concurrently, so their parallel
+    loops meet the pool helpers that linger between loops) get the sequential bits, and none
+    waits forever."""
+    seeds = list(range(20, 24))
+    expected = [_threaded_case(seed) for seed in seeds]
+    with ThreadPoolExecutor(len(seeds)) as threads:
+        for _ in range(15):
+            futures = [threads.submit(_threaded_case, seed) for seed in seeds]
+            assert [f.result(timeout=120) for f in futures] == expected
 
 
 def _run_python(script: str, *args: str, text: bool = False) -> subprocess.CompletedProcess:
