@@ -16,7 +16,8 @@
 // Cases (float32, channels-first, align_corners=False, grid uniform in
 // [-1.1, 1.1], as in cpu.py): bilinear (8,32,64,64)->64x64 zeros, nearest
 // (8,32,64,64)->64x64 border, c3 (1,3,512,512)->512x512 bilinear border,
-// 3d (2,16,32,32,32)->32^3 bilinear zeros.
+// 3d (2,16,32,32,32)->32^3 bilinear zeros; bilinear-nhwc: the bilinear case's
+// sizes channels last (the tile sampler in place; via_cl does not apply).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -38,10 +39,11 @@ bool MakeCase(const std::string& name, Geometry* g, int64_t* interpolation) {
   g->k = 2;
   g->align_corners = false;
   g->channels_last = false;
-  if (name == "bilinear" || name == "nearest") {
+  if (name == "bilinear" || name == "nearest" || name == "bilinear-nhwc") {
     g->n = 8, g->c = 32, g->h = 64, g->w = 64, g->points = 64 * 64;
-    g->padding = name == "bilinear" ? gs::kZeros : gs::kBorder;
-    *interpolation = name == "bilinear" ? gs::kBilinear : gs::kNearest;
+    g->padding = name == "nearest" ? gs::kBorder : gs::kZeros;
+    *interpolation = name == "nearest" ? gs::kNearest : gs::kBilinear;
+    g->channels_last = name == "bilinear-nhwc";
   } else if (name == "c3") {
     g->n = 1, g->c = 3, g->h = 512, g->w = 512, g->points = 512 * 512;
     g->padding = gs::kBorder;
@@ -62,7 +64,9 @@ bool MakeCase(const std::string& name, Geometry* g, int64_t* interpolation) {
 
 int main(int argc, char** argv) {
   if (argc < 3 || !gs_cpu::HasAvx2Fma()) {
-    std::fprintf(stderr, "usage: %s bilinear|nearest|c3|3d gather|via_cl [threads] (AVX2 + FMA)\n",
+    std::fprintf(stderr,
+                 "usage: %s bilinear|bilinear-nhwc|nearest|c3|3d gather|via_cl [threads]"
+                 " (AVX2 + FMA)\n",
                  argv[0]);
     return 2;
   }
