@@ -25,14 +25,18 @@ namespace {
 // samples all of its points from there. (Copying the next element while
 // sampling one was slower.) Returns false, having written nothing, when the
 // copy would be larger, or the batch too small to keep the threads busy.
+// Whether one task per batch element keeps the pool's threads busy: rounds
+// of one element per thread at least 3/4 full.
+bool ElementsKeepThreadsBusy(ffi::ThreadPool& pool, const Geometry& g) {
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  return g.n >= threads && g.n * 4 >= 3 * threads * CeilDiv(g.n, threads);
+}
+
 bool ForwardViaChannelsLast(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                             const float* input, const float* grid, float* output) {
   constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
-  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t floats = ViaChannelsLastBufferFloats(g);
-  // Rounds of one element per thread at least 3/4 full.
-  const bool busy = g.n >= threads && g.n * 4 >= 3 * threads * CeilDiv(g.n, threads);
-  if (!busy || floats * 4 > kMaxCopyBytes) return false;
+  if (!ElementsKeepThreadsBusy(pool, g) || floats * 4 > kMaxCopyBytes) return false;
   ParallelFor(pool, g.n, [&](int64_t n) {
     std::unique_ptr<float[]> buffer(new (std::nothrow) float[floats]);
     if (buffer != nullptr) {
@@ -65,10 +69,17 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           ForwardViaChannelsLast(pool, g, kInterp, input, grid, output)) {
         return;
       }
-      ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
-        const int64_t n = chunk / chunks_per_n;
-        const int64_t p_begin = (chunk % chunks_per_n) * pts_per_chunk;
-        const int64_t p_end = std::min(points, p_begin + pts_per_chunk);
+      // Channels-last input sampled in place: a whole batch element per
+      // task where that keeps the threads busy, so that each core's cache
+      // holds the pixels of its own element (split into chunks, both cores
+      // read the same element at once).
+      const bool whole = SamplesChannelsLastInPlace(g, kInterp) && ElementsKeepThreadsBusy(pool, g);
+      const int64_t avx2_pts = whole ? points : pts_per_chunk;
+      const int64_t avx2_chunks = CeilDiv(points, avx2_pts);
+      ParallelFor(pool, n_batch * avx2_chunks, [&](int64_t chunk) {
+        const int64_t n = chunk / avx2_chunks;
+        const int64_t p_begin = (chunk % avx2_chunks) * avx2_pts;
+        const int64_t p_end = std::min(points, p_begin + avx2_pts);
         ForwardChunkAvx2F32(g, kInterp, input, grid, output, n, p_begin, p_end);
       });
       return;
