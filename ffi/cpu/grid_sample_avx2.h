@@ -13,9 +13,10 @@
 //   (out-of-range taps are masked off: they never read memory), or plain
 //   loads where those are cheaper (nearest; bilinear, one 8-byte load per
 //   row of taps); channels last, per point.
-// - grid_sample_avx2_tiles.cc: tiles of points x channels from
-//   channels-last pixels (the input itself, or a copy of channels-first
-//   input), plain vector loads instead of gathers.
+// - grid_sample_avx2_tiles.cc: from channels-last pixels (the input itself,
+//   or a copy of channels-first input), plain vector loads instead of
+//   gathers; points one at a time into channels-last output, tiles of points
+//   x channels into channels-first output.
 // Both give bitwise the same results. Outputs of 1 MiB or more are written
 // with non-temporal stores (output_store_avx2.h).
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_

@@ -4,11 +4,12 @@
 // Gathering one channel of 8 points costs a masked gather per tap, and on
 // current x86 cores gathers are slow (several cycles each, more with the
 // Gather Data Sampling mitigation). With the channels of a pixel contiguous,
-// a tap of a point is one plain vector load for 8 channels. The sampler
-// computes a tile of 16 points x up to 32 channels, each point's taps
-// loaded once for all its channels, and stores it per point (channels-last
-// output) or transposed in registers into 16-float runs of the channel rows
-// (channels-first output).
+// a tap of a point is one plain vector load for 8 channels. For
+// channels-last output the sampler sums each point's channels and stores
+// them at once; for channels-first output it computes a tile of 16 points x
+// up to 32 channels, each point's taps loaded once for all its channels,
+// and stores it transposed in registers into 16-float runs of the channel
+// rows.
 //
 // Channels-last input is read in place. Channels-first input is first
 // copied, one batch element at a time, into a channels-last buffer that

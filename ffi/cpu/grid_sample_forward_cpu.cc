@@ -19,12 +19,6 @@
 namespace gs_cpu {
 namespace {
 
-// Channels-first float32 through channels-last copies of the input (see
-// grid_sample_avx2.h): one task per batch element copies it into a buffer of
-// its own, which stays in the core's cache (up to kMaxCopyBytes), and
-// samples all of its points from there. (Copying the next element while
-// sampling one was slower.) Returns false, having written nothing, when the
-// copy would be larger, or the batch too small to keep the threads busy.
 // Whether one task per batch element keeps the pool's threads busy: rounds
 // of one element per thread at least 3/4 full.
 bool ElementsKeepThreadsBusy(ffi::ThreadPool& pool, const Geometry& g) {
@@ -32,6 +26,12 @@ bool ElementsKeepThreadsBusy(ffi::ThreadPool& pool, const Geometry& g) {
   return g.n >= threads && g.n * 4 >= 3 * threads * CeilDiv(g.n, threads);
 }
 
+// Channels-first float32 through channels-last copies of the input (see
+// grid_sample_avx2.h): one task per batch element copies it into a buffer of
+// its own, which stays in the core's cache (up to kMaxCopyBytes), and
+// samples all of its points from there. (Copying the next element while
+// sampling one was slower.) Returns false, having written nothing, when the
+// copy would be larger, or the batch too small to keep the threads busy.
 bool ForwardViaChannelsLast(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                             const float* input, const float* grid, float* output) {
   constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
@@ -73,7 +73,8 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       // task where that keeps the threads busy, so that each core's cache
       // holds the pixels of its own element (split into chunks, both cores
       // read the same element at once).
-      const bool whole = SamplesChannelsLastInPlace(g, kInterp) && ElementsKeepThreadsBusy(pool, g);
+      const bool whole =
+          SamplesChannelsLastInPlace(g, kInterp) && ElementsKeepThreadsBusy(pool, g);
       const int64_t avx2_pts = whole ? points : pts_per_chunk;
       const int64_t avx2_chunks = CeilDiv(points, avx2_pts);
       ParallelFor(pool, n_batch * avx2_chunks, [&](int64_t chunk) {
