@@ -278,7 +278,8 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
       // Each point's channels stored as soon as they are summed (whole
       // vectors: SamplesChannelsLastInPlace has channels % kV == 0). Going
       // through the tiles below instead, whose registers spill to the
-      // stack, took 14 % longer: (8, 64, 64, 32) bilinear on a Xeon VM.
+      // stack, took 15-17 % longer: (8, 64, 64, 32) bilinear, one thread
+      // of a Xeon VM.
       for (int b = 0; b < cnt; ++b) {
         PointTaps<K, kInterp> pt;
         LoadPointTaps(st, b, pixels, stride, zeros, &pt);
