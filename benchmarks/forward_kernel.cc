@@ -86,12 +86,18 @@ int main(int argc, char** argv) {
   // the output rows are whole cache lines, as the streaming stores expect).
   float* out = output.data() + ((64 - (reinterpret_cast<uintptr_t>(output.data()) & 63)) & 63) / 4;
 
-  // The handler's chunks of points (grid_sample_forward_cpu.cc).
+  // The handler's chunks of points (grid_sample_forward_cpu.cc): whole
+  // batch elements for bilinear pairs and channels-last input sampled in
+  // place when there are at least as many elements as threads.
   const int block = g.k == 3                   ? gs_cpu::TapBlock<float, 3, gs::kBilinear>::kBlock
                     : interp == gs::kNearest ? gs_cpu::TapBlock<float, 2, gs::kNearest>::kBlock
                                              : gs_cpu::TapBlock<float, 2, gs::kBilinear>::kBlock;
+  const bool whole = (gs_cpu::SamplesPairs(g, interp) ||
+                      gs_cpu::SamplesChannelsLastInPlace(g, interp)) &&
+                     g.n >= threads;
   const int64_t chunk =
-      gs_cpu::PointsPerChunk(g.points, g.c, gs::TapsPerPoint(g.k, interp), block);
+      whole ? g.points
+            : gs_cpu::PointsPerChunk(g.points, g.c, gs::TapsPerPoint(g.k, interp), block);
   const int64_t chunks_per_n = gs_cpu::CeilDiv(g.points, chunk);
   auto work = [&](int tid) {
     if (via_cl) {

@@ -100,12 +100,17 @@ bool SamplesPairs(const Geometry& g, int64_t interpolation) {
 // Bilinear: the pair tables of SoaTaps (after FillSoaTaps). A point's two x
 // taps lie in the two floats starting at xb = min(x0, w - 2), or at 0 when
 // x0 is out of range (then x1 = 0), so each of its rows of taps is one
-// 8-byte read that stays inside the plane (w >= 2).
+// 8-byte read that stays inside the plane (w >= 2). The first float is a tap
+// exactly when x1 is in range (it is x0, or x1 = 0 when x0 = -1), the second
+// exactly when x0 is (x1, or x0 = w - 1 when x1 = w). A point with one x tap
+// in range has its two weights swapped: its tap then lands in the other
+// accumulator of PairDot, the one GatherDot puts its zero in, and the final
+// sum of the two is the same either way round.
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
                                                    SoaTaps<K, kInterp>* __restrict st) {
   const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-  const __m256i minus1 = _mm256_set1_epi32(-1), zero = _mm256_setzero_si256();
+  const __m256i minus1 = _mm256_set1_epi32(-1);
   const __m256i w = _mm256_set1_epi32(static_cast<int32_t>(g.w));
   const __m256i h = _mm256_set1_epi32(static_cast<int32_t>(g.h));
   const __m256i last = _mm256_set1_epi32(static_cast<int32_t>(g.w) - 2);
@@ -115,25 +120,30 @@ __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
     const __m256i x0_in = _mm256_cmpgt_epi32(x0, minus1), x1_in = _mm256_cmpgt_epi32(x1, minus1);
     const __m256i xb = _mm256_and_si256(_mm256_min_epi32(x0, last), x0_in);
     const __m256i any_x = _mm256_or_si256(x0_in, x1_in);
+    const __m256 swap = _mm256_castsi256_ps(_mm256_xor_si256(x0_in, x1_in));
     for (int r = 0; r < SoaTaps<K, kInterp>::kPairRows; ++r) {
       __m256i row = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[1][r & 1] + b));
-      __m256i in = _mm256_and_si256(any_x, _mm256_cmpgt_epi32(row, minus1));
+      __m256i row_in = _mm256_cmpgt_epi32(row, minus1);
       if constexpr (K == 3) {
         const __m256i z =
             _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[2][r >> 1] + b));
-        in = _mm256_and_si256(in, _mm256_cmpgt_epi32(z, minus1));
+        row_in = _mm256_and_si256(row_in, _mm256_cmpgt_epi32(z, minus1));
         row = _mm256_add_epi32(_mm256_mullo_epi32(z, h), row);
       }
       // In range: row * w + xb < plane <= INT32_MAX.
-      const __m256i o = _mm256_blendv_epi8(
-          minus1, _mm256_add_epi32(_mm256_mullo_epi32(row, w), xb), in);
-      const __m256i o_order = _mm256_permutevar8x32_epi32(o, order);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair[r] + b), o_order);
+      const __m256i o = _mm256_and_si256(_mm256_add_epi32(_mm256_mullo_epi32(row, w), xb),
+                                         _mm256_and_si256(row_in, any_x));
       _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_safe[r] + b),
-                         _mm256_max_epi32(o_order, zero));
+                         _mm256_permutevar8x32_epi32(o, order));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_mask[2 * r] + b),
+                         _mm256_and_si256(row_in, x1_in));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_mask[2 * r + 1] + b),
+                         _mm256_and_si256(row_in, x0_in));
+      const __m256 w0 = _mm256_load_ps(st->w[2 * r] + b);
+      const __m256 w1 = _mm256_load_ps(st->w[2 * r + 1] + b);
+      _mm256_store_ps(st->pair_w[2 * r] + b, _mm256_blendv_ps(w0, w1, swap));
+      _mm256_store_ps(st->pair_w[2 * r + 1] + b, _mm256_blendv_ps(w1, w0, swap));
     }
-    st->pair_plain[b / 8] =
-        _mm256_movemask_epi8(_mm256_cmpeq_epi32(x0_in, x1_in)) == -1 ? 1 : 0;
   }
 }
 
@@ -146,14 +156,18 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadOffsetPairs(
 }
 
 // Bilinear, points b .. b + 7 of one plane, from the pair tables: per row of
-// taps, eight 8-byte loads (plain loads: cheaper than gathers here), rows
-// out of range zeroed, split into the x0 and x1 taps; then the fused
-// multiply-adds of GatherDot in its order, so the results are bitwise equal.
+// taps, eight 8-byte loads (plain loads: cheaper than gathers here), split
+// into first and second floats, those that are no taps zeroed with the
+// tables' masks (no branch for points with one x tap in range: FillPairs
+// swapped their weights); then the fused multiply-adds of GatherDot in its
+// order, so the results are bitwise equal. (Masks from the tables rather
+// than compares of the offsets, and no blends: the 2D bilinear case of
+// benchmarks/forward_kernel.cc, one Xeon thread, min of 400 passes, went
+// from 0.744-0.746 to 0.687-0.699 ms.)
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
     const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
   constexpr int kRows = SoaTaps<K, kInterp>::kPairRows;
-  const __m128i minus1 = _mm_set1_epi32(-1);
   __m256 v[2 * kRows];
   for (int r = 0; r < kRows; ++r) {
     uint64_t at[4];
@@ -164,40 +178,21 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
       return _mm_loadh_pd(_mm_load_sd(reinterpret_cast<const double*>(p0)),
                           reinterpret_cast<const double*>(p1));
     };
-    const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->pair[r] + b));
-    const __m256 in_lo = _mm256_castsi256_ps(
-        _mm256_cvtepi32_epi64(_mm_cmpgt_epi32(_mm256_castsi256_si128(o), minus1)));
-    const __m256 in_hi = _mm256_castsi256_ps(
-        _mm256_cvtepi32_epi64(_mm_cmpgt_epi32(_mm256_extracti128_si256(o, 1), minus1)));
     // Points 0 1 4 5 and 2 3 6 7: the shuffles below put them back in order.
-    const __m256 g0 = _mm256_and_ps(_mm256_castpd_ps(_mm256_set_m128d(two(2), two(0))), in_lo);
-    const __m256 g1 = _mm256_and_ps(_mm256_castpd_ps(_mm256_set_m128d(two(6), two(4))), in_hi);
-    v[2 * r] = _mm256_shuffle_ps(g0, g1, 0x88);      // first float of each pair
-    v[2 * r + 1] = _mm256_shuffle_ps(g0, g1, 0xDD);  // second float
+    const __m256 g0 = _mm256_castpd_ps(_mm256_set_m128d(two(2), two(0)));
+    const __m256 g1 = _mm256_castpd_ps(_mm256_set_m128d(two(6), two(4)));
+    const float* first_in = reinterpret_cast<const float*>(st->pair_mask[2 * r] + b);
+    const float* second_in = reinterpret_cast<const float*>(st->pair_mask[2 * r + 1] + b);
+    v[2 * r] = _mm256_and_ps(_mm256_shuffle_ps(g0, g1, 0x88), _mm256_load_ps(first_in));
+    v[2 * r + 1] = _mm256_and_ps(_mm256_shuffle_ps(g0, g1, 0xDD), _mm256_load_ps(second_in));
   }
-  if (!st->pair_plain[b / 8]) {
-    // Points with one x tap in range: x0 = w - 1 (the second float of its
-    // pair) or x1 = 0 (the first); the other tap reads 0.
-    const __m256i m1 = _mm256_set1_epi32(-1);
-    const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[0][0] + b));
-    const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[0][1] + b));
-    const __m256 x0_in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(x0, m1));
-    const __m256 x1_in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(x1, m1));
-    const __m256 x0_second = _mm256_andnot_ps(x1_in, x0_in);
-    const __m256 x1_first = _mm256_andnot_ps(x0_in, x1_in);
-    for (int r = 0; r < kRows; ++r) {
-      const __m256 first = v[2 * r], second = v[2 * r + 1];
-      v[2 * r] = _mm256_and_ps(_mm256_blendv_ps(first, second, x0_second), x0_in);
-      v[2 * r + 1] = _mm256_and_ps(_mm256_blendv_ps(second, first, x1_first), x1_in);
-    }
-  }
-  // Even taps into one accumulator, odd taps into the other (GatherDot).
+  // First floats into one accumulator, second floats into the other.
   const __m256 zero = _mm256_setzero_ps();
-  __m256 acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->w[0] + b), v[0], zero);
-  __m256 acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->w[1] + b), v[1], zero);
+  __m256 acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[0] + b), v[0], zero);
+  __m256 acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[1] + b), v[1], zero);
   for (int t = 2; t < 2 * kRows; t += 2) {
-    acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->w[t] + b), v[t], acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->w[t + 1] + b), v[t + 1], acc1);
+    acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[t] + b), v[t], acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[t + 1] + b), v[t + 1], acc1);
   }
   return _mm256_add_ps(acc0, acc1);
 }
@@ -443,8 +438,14 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
   const bool stream = StreamsOutput(g);
   constexpr bool kBilinear = kInterp == gs::kBilinear;
   const bool pairs = kBilinear && !kChannelsLast && SamplesPairs(g, kInterp);
-  for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
-    const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
+  // Pairs from planes of at least as many cache lines as a full block reads
+  // rows of taps: a block reads each line about once at most, so it gains
+  // nothing from its length, and shorter blocks keep their tables in the L1
+  // (C3 512x512, one Xeon thread, min of 400 passes: 2.73 -> 2.53-2.57 ms).
+  const bool short_blocks = pairs && plane / 16 >= int64_t{ST::kB} * ST::kPairRows;
+  const int block = short_blocks ? 512 : ST::kB;
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += block) {
+    const int cnt = static_cast<int>(std::min<int64_t>(block, p_end - p0));
     if (pairs) {
       FillSoaTaps<K, kInterp, false>(grid + (n * points + p0) * K, cnt, g, st);
     } else {

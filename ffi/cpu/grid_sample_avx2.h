@@ -55,9 +55,9 @@ int64_t ChannelsLastStride(int64_t channels);
 
 // Whether the copy pays for itself here: channels-first, at least two
 // channels, at least 4 taps per point, at least as many tap reads as input
-// elements, and for 2D bilinear read as pairs (SamplesPairs) only a copy of
-// 8 channels or more that fits in a core's L2, or whose planes take more
-// than half of its L1.
+// elements, and for 2D bilinear read as pairs (SamplesPairs) at least 8
+// channels and, on AMD cores, a copy that fits in a core's L2 or planes that
+// take more than half of its L1, on Intel cores planes larger than its L1.
 bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation);
 
 // Floats of the buffer that ForwardViaChannelsLastAvx2F32 needs: the copy

@@ -60,6 +60,16 @@ const CoreCaches& CoreCacheBytes() {
   return caches;
 }
 
+// Whether this is an Intel CPU (the pairs and the copy compare differently
+// on Intel and AMD cores; see ViaChannelsLastPays).
+bool IsIntelCpu() {
+  static const bool intel = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") != 0;
+  }();
+  return intel;
+}
+
 }  // namespace
 
 bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
@@ -69,20 +79,32 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   if (g.channels_last || g.c < 2 || taps < 4 || g.points * taps < g.plane) return false;
   // In 3D, with twice the taps per point, the copy pays. In 2D, bilinear
   // pairs (SamplesPairs) read one plane at a time at random, and the tile
-  // sampler the whole copy: the copy pays with 8 channels or more (a pixel
-  // of 4 is half a vector) while it stays in the L2, or when a plane does
-  // not stay in the L1 either. Zen 5 (48 KiB L1d, 1 MiB L2), 8 elements, one
-  // thread, ms pairs / copy: 64x64 with 8, 32, 64, 128 channels 0.16 / 0.13,
-  // 0.54 / 0.37, 1.06 / 0.89, 2.20 / 2.47; 48x48 with 128 channels 1.16 /
-  // 1.27; 96x96 with 32 channels (1.1 MiB copy, 36 KiB planes) 1.40 / 1.05;
-  // 128x128 with 8 and 32 channels 0.69 / 0.72, 3.00 / 2.16; 256x256 with 16
-  // channels 12.4 / 5.5. (On a Zen 3 VM, 512 KiB L2, 64x64 with 32 channels
-  // under JAX, the two were within the noise.)
+  // sampler the whole copy. One thread, 8 elements unless said, ms pairs /
+  // copy:
+  // - Zen 5 (48 KiB L1d, 1 MiB L2; the pairs before their mask tables):
+  //   64x64 with 8, 32, 64, 128 channels 0.16 / 0.13, 0.54 / 0.37, 1.06 /
+  //   0.89, 2.20 / 2.47; 48x48 with 128 channels 1.16 / 1.27; 96x96 with 32
+  //   channels (1.1 MiB copy, 36 KiB planes) 1.40 / 1.05; 128x128 with 8
+  //   and 32 channels 0.69 / 0.72, 3.00 / 2.16; 256x256 with 16 channels
+  //   12.4 / 5.5. So on AMD cores: with 8 channels or more (a pixel of 4 is
+  //   half a vector) while the copy stays in the L2, or when a plane does
+  //   not stay in the L1 either. (On a Zen 3 VM, 512 KiB L2, 64x64 with 32
+  //   channels under JAX, the two were within the noise.)
+  // - Xeon (48 KiB L1d, 2 MiB L2; benchmarks/forward_kernel.cc, min of 400
+  //   passes): 64x64 with 8, 32, 64, 128 channels 0.22 / 0.24, 0.71 / 0.82,
+  //   1.35 / 1.77, 2.49 / 5.11; 48x48 with 128 channels 1.40 / 2.06; 96x96
+  //   with 32 channels 1.99 / 2.14; 4 elements of 128x128 with 8 and 32
+  //   channels 0.58 / 0.51, 2.15 / 2.51; 2 of 256x256 with 16 channels 4.85
+  //   / 2.89. So on Intel cores: with 8 channels or more when a plane does
+  //   not fit in the L1.
   if (g.k == 2 && SamplesPairs(g, interpolation)) {
     const CoreCaches& caches = CoreCacheBytes();
     if (caches.l1d == 0 || caches.l2 == 0) return false;  // unknown: pairs
+    const int64_t plane_bytes = g.plane * int64_t{4};
+    if (g.c < 8) return false;
+    if (IsIntelCpu()) return plane_bytes > caches.l1d;
     const int64_t copy_bytes = g.plane * ChannelsLastStride(g.c) * int64_t{4};
-    return g.c >= 8 && (copy_bytes <= caches.l2 || g.plane * int64_t{4} * 2 > caches.l1d);
+    return copy_bytes <= caches.l2 || plane_bytes * 2 > caches.l1d;
   }
   return true;
 }

@@ -69,12 +69,14 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           ForwardViaChannelsLast(pool, g, kInterp, input, grid, output)) {
         return;
       }
-      // Channels-last input sampled in place: a whole batch element per
-      // task where that keeps the threads busy, so that each core's cache
-      // holds the pixels of its own element (split into chunks, both cores
-      // read the same element at once).
+      // Channels-last input sampled in place, and bilinear pairs: a whole
+      // batch element per task where that keeps the threads busy, so that
+      // each core's cache holds the pixels of its own element (split into
+      // chunks, both cores read the same element at once; and each chunk of
+      // pairs reads every plane of the element again).
       const bool whole =
-          SamplesChannelsLastInPlace(g, kInterp) && ElementsKeepThreadsBusy(pool, g);
+          (SamplesChannelsLastInPlace(g, kInterp) || SamplesPairs(g, kInterp)) &&
+          ElementsKeepThreadsBusy(pool, g);
       const int64_t avx2_pts = whole ? points : pts_per_chunk;
       const int64_t avx2_chunks = CeilDiv(points, avx2_pts);
       ParallelFor(pool, n_batch * avx2_chunks, [&](int64_t chunk) {

@@ -27,10 +27,15 @@ struct SoaTaps {
   static constexpr int kTaps = K == 2 ? kT1 * kT1 : kT1 * kT1 * kT1;
   static constexpr int kB = std::clamp(16384 / kTaps, 64, 4096);
   static_assert(kB % 16 == 0, "blocks are padded to groups of 16 points");
-  alignas(32) int32_t ax[K][kT1][kB];
-  alignas(32) float aw[K][kT1][kB];
-  alignas(32) int32_t off[kTaps][kB];
-  alignas(32) float w[kTaps][kB];
+  // Row stride of the per-point tables: one cache line more than the block,
+  // so that the rows that a loop reads together do not all fall into the
+  // same L1 set (rows of 4096 floats did: the 2D bilinear case of
+  // benchmarks/forward_kernel.cc, one Xeon thread, 0.74-0.78 -> 0.745 ms).
+  static constexpr int kStride = kB + 16;
+  alignas(64) int32_t ax[K][kT1][kStride];
+  alignas(64) float aw[K][kT1][kStride];
+  alignas(64) int32_t off[kTaps][kStride];
+  alignas(64) float w[kTaps][kStride];
   // 2D bicubic only (see FillRows): per point, the x offset of tap 0, the
   // row offsets, which of the 16 taps are read, and whether the in-range
   // x taps are contiguous (then each row is one masked 4-float load).
@@ -43,15 +48,16 @@ struct SoaTaps {
   uint8_t rowable[kRowB];
   // Bilinear, channels-first (see FillPairs): per row r of taps (y index j
   // and z index l, r = j + 2 l), the offset of the two floats (xb, xb + 1)
-  // that hold the point's taps of that row, -1 when it has none (`pair`) or
-  // 0 then (`pair_safe`, an address that may be read); points in the order
-  // 0 1 4 5 2 3 6 7 within each group of 8. Per group, whether each point
-  // has both x taps or neither in range.
+  // that hold the point's taps of that row, or 0 when it has none (an
+  // address that may be read); points in the order 0 1 4 5 2 3 6 7 within
+  // each group of 8. Per row and float s of the pair (index 2 r + s), in
+  // point order: whether that float is a tap in range (all bits set) or not
+  // (zero), and the weight it is multiplied by.
   static constexpr int kPairRows = K == 2 ? 2 : 4;
-  static constexpr int kPairB = kInterp == gs::kBilinear ? kB : 8;
-  alignas(32) int32_t pair[kPairRows][kPairB];
-  alignas(32) int32_t pair_safe[kPairRows][kPairB];
-  uint8_t pair_plain[kPairB / 8];
+  static constexpr int kPairStride = kInterp == gs::kBilinear ? kStride : 8;
+  alignas(64) int32_t pair_safe[kPairRows][kPairStride];
+  alignas(64) int32_t pair_mask[2 * kPairRows][kPairStride];
+  alignas(64) float pair_w[2 * kPairRows][kPairStride];
   // Nearest: the tap offsets with 0 for "out of range" (an address that may
   // be read; see NearestDot).
   static constexpr int kSafeB = kInterp == gs::kNearest ? kB : 8;
@@ -127,14 +133,14 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
   for (int a = 0; a < K; ++a) {
     const float* coord = grid + a;
     const int64_t size = sizes[a];
-    constexpr int kB = ST::kB;
+    constexpr int kStride = ST::kStride;
     DispatchPadding(g, [&](auto pad, auto align) {
       constexpr int kPad = static_cast<int>(decltype(pad)::value);
       constexpr bool kAlign = decltype(align)::value;
       if constexpr (kWide) {
-        AxisSoaWide<K, kInterp, kPad, kAlign, kB>(coord, cnt, size, st->ax[a], st->aw[a]);
+        AxisSoaWide<K, kInterp, kPad, kAlign, kStride>(coord, cnt, size, st->ax[a], st->aw[a]);
       } else {
-        AxisSoa<K, kInterp, kPad, kAlign, kB>(coord, cnt, size, st->ax[a], st->aw[a]);
+        AxisSoa<K, kInterp, kPad, kAlign, kStride>(coord, cnt, size, st->ax[a], st->aw[a]);
       }
     });
   }
