@@ -257,12 +257,15 @@ def test_layouts_agree_bitwise_forward():
     (2, "nearest", (9, 7), (13, 11)),
     (3, "bilinear", (4, 5, 3), (5, 4, 7)),
     (2, "bilinear", (20, 30), (65, 67)),  # more points than one block of taps
-], ids=["2d-bilinear", "2d-bicubic", "2d-nearest", "3d-bilinear", "2d-bilinear-large"])
+    (2, "bilinear", (120, 110), (61, 60)),  # a plane larger than an L1 (52.8 KB)
+], ids=["2d-bilinear", "2d-bicubic", "2d-nearest", "3d-bilinear", "2d-bilinear-large",
+        "2d-bilinear-wide-plane"])
 def test_forward_paths_agree_bitwise(dims, mode, spatial, out_spatial, channels, padding):
     """Float32 forward, the paths of the AVX2 kernels. Channels first: a batch with at least as
     many elements as threads is sampled through a channels-last copy of each element (when its
-    taps read at least as many elements as it has, 4 taps or more, 2 channels or more); one
-    element alone takes the gather path. Channels last: the same tile sampler reads the input in
+    taps read at least as many elements as it has, 4 taps or more, 2 channels or more; for 2D
+    bilinear 8 channels or more, and on Intel cores only planes larger than the L1); else, and
+    for one element alone, the gather path (2D bilinear: pairs of floats). Channels last: the same tile sampler reads the input in
     place when the channels are 4 or a multiple of 8, else the per-point path. All give bitwise
     the same output, and match the float64 reference. The point counts are not multiples of 16
     (partial groups)."""
