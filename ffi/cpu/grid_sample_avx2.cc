@@ -97,7 +97,8 @@ bool SamplesPairs(const Geometry& g, int64_t interpolation) {
          g.w <= (int64_t{1} << 24);
 }
 
-// Bilinear: the pair tables of SoaTaps (after FillSoaTaps). A point's two x
+// Bilinear: the pair tables of SoaTaps (after FillSoaTaps without its
+// per-tap tables). A point's two x
 // taps lie in the two floats starting at xb = min(x0, w - 2), or at 0 when
 // x0 is out of range (then x1 = 0), so each of its rows of taps is one
 // 8-byte read that stays inside the plane (w >= 2). The first float is a tap
@@ -139,8 +140,15 @@ __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
                          _mm256_and_si256(row_in, x1_in));
       _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_mask[2 * r + 1] + b),
                          _mm256_and_si256(row_in, x0_in));
-      const __m256 w0 = _mm256_load_ps(st->w[2 * r] + b);
-      const __m256 w1 = _mm256_load_ps(st->w[2 * r + 1] + b);
+      // The tap weights as FillSoaTaps computes them: (wx * wy) * wz.
+      const __m256 wy = _mm256_load_ps(st->aw[1][r & 1] + b);
+      __m256 w0 = _mm256_mul_ps(_mm256_load_ps(st->aw[0][0] + b), wy);
+      __m256 w1 = _mm256_mul_ps(_mm256_load_ps(st->aw[0][1] + b), wy);
+      if constexpr (K == 3) {
+        const __m256 wz = _mm256_load_ps(st->aw[2][r >> 1] + b);
+        w0 = _mm256_mul_ps(w0, wz);
+        w1 = _mm256_mul_ps(w1, wz);
+      }
       _mm256_store_ps(st->pair_w[2 * r] + b, _mm256_blendv_ps(w0, w1, swap));
       _mm256_store_ps(st->pair_w[2 * r + 1] + b, _mm256_blendv_ps(w1, w0, swap));
     }

@@ -124,7 +124,7 @@ __attribute__((target(GS_CPU_WIDE_TARGET), flatten)) void AxisSoaWide(
 }
 
 // The body of FillSoaTaps, inlined into its AVX2 and its 512-bit version.
-template <bool kWide, int K, int kInterp, bool kOffsets>
+template <bool kWide, int K, int kInterp, bool kTapTables>
 GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const Geometry& g,
                                    SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
@@ -152,6 +152,7 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
       }
     }
   }
+  if constexpr (!kTapTables) return;
   const int32_t w32 = static_cast<int32_t>(g.w);
   const int32_t h32 = static_cast<int32_t>(g.h);
   constexpr int kTz = K == 3 ? kT1 : 1;
@@ -167,22 +168,18 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
         const float* __restrict zw = st->aw[K - 1][l];
         int32_t* __restrict o = st->off[t];
         float* __restrict w = st->w[t];
-        if constexpr (kOffsets) {
-          for (int b = 0; b < cnt; ++b) {
-            int32_t row = yi[b];
-            bool valid = (xi[b] >= 0) & (yi[b] >= 0);
-            float wt = xw[b] * yw[b];
-            if (K == 3) {
-              row = zi[b] * h32 + yi[b];
-              valid = valid & (zi[b] >= 0);
-              wt = wt * zw[b];
-            }
-            // Valid taps: < plane <= INT32_MAX.
-            o[b] = valid ? row * w32 + xi[b] : -1;
-            w[b] = wt;
+        for (int b = 0; b < cnt; ++b) {
+          int32_t row = yi[b];
+          bool valid = (xi[b] >= 0) & (yi[b] >= 0);
+          float wt = xw[b] * yw[b];
+          if (K == 3) {
+            row = zi[b] * h32 + yi[b];
+            valid = valid & (zi[b] >= 0);
+            wt = wt * zw[b];
           }
-        } else {
-          for (int b = 0; b < cnt; ++b) w[b] = K == 3 ? xw[b] * yw[b] * zw[b] : xw[b] * yw[b];
+          // Valid taps: < plane <= INT32_MAX.
+          o[b] = valid ? row * w32 + xi[b] : -1;
+          w[b] = wt;
         }
         for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
           o[b] = -1;
@@ -191,7 +188,7 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
       }
     }
   }
-  if constexpr (kInterp == gs::kNearest && kOffsets) {
+  if constexpr (kInterp == gs::kNearest) {
     int32_t lowest = 0;
     for (int b = 0; b < cnt; ++b) lowest = std::min(lowest, st->off[0][b]);
     st->all_in = lowest >= 0;
@@ -199,34 +196,34 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
   }
 }
 
-template <int K, int kInterp, bool kOffsets>
+template <int K, int kInterp, bool kTapTables>
 __attribute__((target("avx2,fma"))) void FillSoaTapsAvx2(const float* __restrict grid, int cnt,
                                                          const Geometry& g,
                                                          SoaTaps<K, kInterp>* __restrict st) {
-  FillSoaTapsBody<false, K, kInterp, kOffsets>(grid, cnt, g, st);
+  FillSoaTapsBody<false, K, kInterp, kTapTables>(grid, cnt, g, st);
 }
 
-template <int K, int kInterp, bool kOffsets>
+template <int K, int kInterp, bool kTapTables>
 __attribute__((target(GS_CPU_WIDE_TARGET))) void FillSoaTapsWide(
     const float* __restrict grid, int cnt, const Geometry& g,
     SoaTaps<K, kInterp>* __restrict st) {
-  FillSoaTapsBody<true, K, kInterp, kOffsets>(grid, cnt, g, st);
+  FillSoaTapsBody<true, K, kInterp, kTapTables>(grid, cnt, g, st);
 }
 
 // Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
 // entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
-// Without kOffsets, the per-tap offsets `off` are left unset (the pair
-// sampler reads `pair` instead). (A template parameter: as a run-time flag,
+// Without kTapTables, only the per-axis tables are filled (the pair sampler
+// builds its own from them, see FillPairs). (A template parameter: as a run-time flag,
 // GCC no longer vectorized the tap loops of the instances called both ways.)
 // With 512-bit vectors where the CPU prefers them (PrefersWideLoops): the 2D
 // nearest border fill took 3.6 -> 2.4 us per 4096 points on a Zen 5 core.
-template <int K, int kInterp, bool kOffsets = true>
+template <int K, int kInterp, bool kTapTables = true>
 void FillSoaTaps(const float* __restrict grid, int cnt, const Geometry& g,
                  SoaTaps<K, kInterp>* __restrict st) {
   if (PrefersWideLoops()) {
-    FillSoaTapsWide<K, kInterp, kOffsets>(grid, cnt, g, st);
+    FillSoaTapsWide<K, kInterp, kTapTables>(grid, cnt, g, st);
   } else {
-    FillSoaTapsAvx2<K, kInterp, kOffsets>(grid, cnt, g, st);
+    FillSoaTapsAvx2<K, kInterp, kTapTables>(grid, cnt, g, st);
   }
 }
 
