@@ -162,7 +162,11 @@ GS_CPU_INLINE void AxisTaps(const typename Fmt::Storage* grid, int64_t count, in
   const typename Fmt::Storage* coord = grid + axis;
   bool moderate = true;
   if constexpr (kPad == gs::kReflection) {
-    for (int64_t b = 0; b < count; ++b) moderate &= gs::IsModerate(Fmt::Load(coord[b * K]), size);
+    int all = 1;  // an int reduction vectorizes, one over a bool did not
+    for (int64_t b = 0; b < count; ++b) {
+      all &= gs::IsModerate(Fmt::Load(coord[b * K]), size) ? 1 : 0;
+    }
+    moderate = all != 0;
   }
   const bool narrow = size <= std::numeric_limits<int32_t>::max();
   if (narrow && moderate) {
