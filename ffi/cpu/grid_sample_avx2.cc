@@ -98,15 +98,15 @@ bool SamplesPairs(const Geometry& g, int64_t interpolation) {
 }
 
 // Bilinear: the pair tables of SoaTaps (after FillSoaTaps without its
-// per-tap tables). A point's two x
-// taps lie in the two floats starting at xb = min(x0, w - 2), or at 0 when
-// x0 is out of range (then x1 = 0), so each of its rows of taps is one
-// 8-byte read that stays inside the plane (w >= 2). The first float is a tap
-// exactly when x1 is in range (it is x0, or x1 = 0 when x0 = -1), the second
-// exactly when x0 is (x1, or x0 = w - 1 when x1 = w). A point with one x tap
-// in range has its two weights swapped: its tap then lands in the other
-// accumulator of PairDot, the one GatherDot puts its zero in, and the final
-// sum of the two is the same either way round.
+// per-tap tables). A point's two x taps lie in the two floats starting at
+// xb = min(x0, w - 2), or at 0 when x0 is out of range (then x1 = 0), so
+// each of its rows of taps is one 8-byte read that stays inside the plane
+// (w >= 2). Weights: (wx * wy) * wz, as FillSoaTaps forms them. The first
+// float is a tap exactly when x1 is in range (it is x0, or x1 = 0 when
+// x0 = -1), the second exactly when x0 is (x1, or x0 = w - 1 when x1 = w).
+// A point with one x tap in range has its two weights swapped: its tap then
+// lands in the other accumulator of PairDot, the one GatherDot puts its
+// zero in, and the final sum of the two is the same either way round.
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
                                                    SoaTaps<K, kInterp>* __restrict st) {
