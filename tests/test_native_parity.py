@@ -265,10 +265,10 @@ def test_forward_paths_agree_bitwise(dims, mode, spatial, out_spatial, channels,
     many elements as threads is sampled through a channels-last copy of each element (when its
     taps read at least as many elements as it has, 4 taps or more, 2 channels or more; for 2D
     bilinear 8 channels or more, and on Intel cores only planes larger than the L1); else, and
-    for one element alone, the gather path (2D bilinear: pairs of floats). Channels last: the same tile sampler reads the input in
-    place when the channels are 4 or a multiple of 8, else the per-point path. All give bitwise
-    the same output, and match the float64 reference. The point counts are not multiples of 16
-    (partial groups)."""
+    for one element alone, the gather path (2D bilinear: pairs of floats). Channels last: the
+    same tile sampler reads the input in place when the channels are 4 or a multiple of 8, else
+    the per-point path. All give bitwise the same output, and match the float64 reference. The
+    point counts are not multiples of 16 (partial groups)."""
     rng = np.random.default_rng(11)
     batch = 4
     x = rng.standard_normal((batch, channels) + spatial).astype(np.float32)
