@@ -88,13 +88,13 @@ int main(int argc, char** argv) {
 
   // The handler's chunks of points (grid_sample_forward_cpu.cc): whole
   // batch elements for bilinear pairs and channels-last input sampled in
-  // place when there are at least as many elements as threads.
+  // place when they keep the threads busy.
   const int block = g.k == 3                   ? gs_cpu::TapBlock<float, 3, gs::kBilinear>::kBlock
                     : interp == gs::kNearest ? gs_cpu::TapBlock<float, 2, gs::kNearest>::kBlock
                                              : gs_cpu::TapBlock<float, 2, gs::kBilinear>::kBlock;
   const bool whole = (gs_cpu::SamplesPairs(g, interp) ||
                       gs_cpu::SamplesChannelsLastInPlace(g, interp)) &&
-                     g.n >= threads;
+                     gs_cpu::ElementsKeepThreadsBusy(threads, g);
   const int64_t chunk =
       whole ? g.points
             : gs_cpu::PointsPerChunk(g.points, g.c, gs::TapsPerPoint(g.k, interp), block);

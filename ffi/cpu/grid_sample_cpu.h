@@ -320,6 +320,13 @@ void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geometry& 
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether one task per batch element keeps `threads` threads busy: rounds
+// of one element per thread at least 3/4 full.
+inline bool ElementsKeepThreadsBusy(int64_t threads, const Geometry& g) {
+  threads = std::max<int64_t>(1, threads);
+  return g.n >= threads && g.n * 4 >= 3 * threads * CeilDiv(g.n, threads);
+}
+
 // Points per parallel chunk: about `target` units of work (taps x channels)
 // per chunk, a multiple of the block size. Depends on shapes only.
 inline int64_t PointsPerChunk(int64_t points, int64_t channels, int taps, int block,

@@ -19,13 +19,6 @@
 namespace gs_cpu {
 namespace {
 
-// Whether one task per batch element keeps the pool's threads busy: rounds
-// of one element per thread at least 3/4 full.
-bool ElementsKeepThreadsBusy(ffi::ThreadPool& pool, const Geometry& g) {
-  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-  return g.n >= threads && g.n * 4 >= 3 * threads * CeilDiv(g.n, threads);
-}
-
 // Channels-first float32 through channels-last copies of the input (see
 // grid_sample_avx2.h): one task per batch element copies it into a buffer of
 // its own, which stays in the core's cache (up to kMaxCopyBytes), and
@@ -36,7 +29,7 @@ bool ForwardViaChannelsLast(ffi::ThreadPool& pool, const Geometry& g, int64_t in
                             const float* input, const float* grid, float* output) {
   constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
   const int64_t floats = ViaChannelsLastBufferFloats(g);
-  if (!ElementsKeepThreadsBusy(pool, g) || floats * 4 > kMaxCopyBytes) return false;
+  if (!ElementsKeepThreadsBusy(pool.num_threads(), g) || floats * 4 > kMaxCopyBytes) return false;
   ParallelFor(pool, g.n, [&](int64_t n) {
     std::unique_ptr<float[]> buffer(new (std::nothrow) float[floats]);
     if (buffer != nullptr) {
@@ -76,7 +69,7 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       // pairs reads every plane of the element again).
       const bool whole =
           (SamplesChannelsLastInPlace(g, kInterp) || SamplesPairs(g, kInterp)) &&
-          ElementsKeepThreadsBusy(pool, g);
+          ElementsKeepThreadsBusy(pool.num_threads(), g);
       const int64_t avx2_pts = whole ? points : pts_per_chunk;
       const int64_t avx2_chunks = CeilDiv(points, avx2_pts);
       ParallelFor(pool, n_batch * avx2_chunks, [&](int64_t chunk) {
