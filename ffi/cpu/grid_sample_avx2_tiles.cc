@@ -99,9 +99,8 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   //   not fit in the L1.
   if (g.k == 2 && SamplesPairs(g, interpolation)) {
     const CoreCaches& caches = CoreCacheBytes();
-    if (caches.l1d == 0 || caches.l2 == 0) return false;  // unknown: pairs
+    if (g.c < 8 || caches.l1d == 0 || caches.l2 == 0) return false;  // unknown caches: pairs
     const int64_t plane_bytes = g.plane * int64_t{4};
-    if (g.c < 8) return false;
     if (IsIntelCpu()) return plane_bytes > caches.l1d;
     const int64_t copy_bytes = g.plane * ChannelsLastStride(g.c) * int64_t{4};
     return copy_bytes <= caches.l2 || plane_bytes * 2 > caches.l1d;
