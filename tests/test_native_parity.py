@@ -283,6 +283,33 @@ def test_forward_paths_agree_bitwise(dims, mode, spatial, out_spatial, channels,
     assert_close(batched, expected, TOL["float32"], "output")
 
 
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("dims,spatial,out_spatial", [(2, (9, 7), (13, 11)),
+                                                      (3, (4, 5, 3), (5, 4, 7))], ids=["2d", "3d"])
+def test_forward_nonfinite_input_values(dims, spatial, out_spatial, padding):
+    """Float32 bilinear forward, channels first, of an input that holds infinities and NaNs:
+    the pairs of floats are read without masks until a sum is not finite, then with masks (a
+    float of a pair that is no tap has weight 0, and 0 * inf is NaN). Channel 2 has inf in its
+    second column and NaN in its second-to-last row, floats that the pairs of points at the
+    edges read without their being taps; channel 4 has one -inf; the others are finite. The
+    output equals the channels-last path's bitwise (infinities and NaNs in the same places) and
+    the float64 reference's."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 6) + spatial).astype(np.float32)
+    x[:, 2, ..., 1] = np.inf
+    x[:, 2, ..., -2, :] = np.nan
+    x[1, 4].flat[7] = -np.inf
+    grid = rng.uniform(-1.2, 1.2, (2,) + out_spatial + (dims,)).astype(np.float32)
+    args = (MODES["bilinear"], PADDINGS[padding], False)
+    first = np.asarray(native_forward(x, grid, *args))
+    np.testing.assert_array_equal(first, np.asarray(native_forward(x, grid, *args, True)))
+    expected = reference_oracle(x, grid, np.zeros_like(first), "bilinear", padding, False)[0]
+    finite = np.isfinite(expected)
+    assert 0 < finite[:, 2].mean() < 1  # channel 2: some sums read inf or NaN, some do not
+    np.testing.assert_array_equal(first[~finite], expected[~finite])
+    assert_close(first[finite], expected[finite], TOL["float32"], "output")
+
+
 @pytest.mark.parametrize("output_mask", [(True, True), (False, True)], ids=["both", "grid"])
 @pytest.mark.parametrize("channels", [1, 3, 8, 9, 17, 32])
 @pytest.mark.parametrize("dims,mode,padding", [(2, "bilinear", "zeros"),

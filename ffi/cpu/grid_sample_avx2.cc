@@ -91,66 +91,94 @@ __attribute__((target("avx2,fma"))) void FillRows(int cnt, const Geometry& g,
 }
 
 bool SamplesPairs(const Geometry& g, int64_t interpolation) {
-  // Up to 2^24 columns, x0 + 1 is exact in float32, so a point whose two x
-  // taps are in range reads columns x0 and x0 + 1.
-  return interpolation == gs::kBilinear && !g.channels_last && g.w >= 2 &&
-         g.w <= (int64_t{1} << 24);
+  // Up to 2^24 indices along an axis, i0 + 1 is exact in float32, so a point
+  // whose two taps along that axis are in range has them at i0 and i0 + 1.
+  constexpr int64_t kExact = int64_t{1} << 24;
+  auto fits = [](int64_t size) { return size >= 2 && size <= kExact; };
+  return interpolation == gs::kBilinear && !g.channels_last && fits(g.w) && fits(g.h) &&
+         (g.k == 2 || fits(g.d));
+}
+
+// The two taps along one axis of 8 points, as the pair tables read them
+// (FillPairs): indices base and base + 1, where base = min(i0, size - 2), or
+// 0 when i0 is out of range (then i1 = 0); so both stay inside the axis
+// (size >= 2). Index base is a tap exactly when i1 is in range (it is i0, or
+// i1 = 0 when i0 = -1), base + 1 exactly when i0 is (it is i1, or i0 =
+// size - 1 when i1 = size). A point with one tap in range has its two
+// weights swapped, so that each index carries the weight of its tap.
+struct PairAxis {
+  __m256i base;    // the first index of the pair (0 when none is a tap)
+  __m256i any;     // all bits set when the point has a tap along the axis
+  __m256i tap[2];  // all bits set when index base + s is a tap
+  __m256 w[2];     // the weight of index base + s
+};
+
+__attribute__((target("avx2,fma"), always_inline)) inline PairAxis PairAxisOf(
+    const int32_t* i0, const int32_t* i1, const float* w0, const float* w1, int32_t size) {
+  const __m256i minus1 = _mm256_set1_epi32(-1);
+  const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(i0));
+  const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(i1));
+  const __m256i in0 = _mm256_cmpgt_epi32(x0, minus1), in1 = _mm256_cmpgt_epi32(x1, minus1);
+  const __m256 swap = _mm256_castsi256_ps(_mm256_xor_si256(in0, in1));
+  const __m256 v0 = _mm256_load_ps(w0), v1 = _mm256_load_ps(w1);
+  PairAxis a;
+  a.base = _mm256_and_si256(_mm256_min_epi32(x0, _mm256_set1_epi32(size - 2)), in0);
+  a.any = _mm256_or_si256(in0, in1);
+  a.tap[0] = in1;
+  a.tap[1] = in0;
+  a.w[0] = _mm256_blendv_ps(v0, v1, swap);
+  a.w[1] = _mm256_blendv_ps(v1, v0, swap);
+  return a;
 }
 
 // Bilinear: the pair tables of SoaTaps (after FillSoaTaps without its
-// per-tap tables). A point's two x taps lie in the two floats starting at
-// xb = min(x0, w - 2), or at 0 when x0 is out of range (then x1 = 0), so
-// each of its rows of taps is one 8-byte read that stays inside the plane
-// (w >= 2). Weights: (wx * wy) * wz, as FillSoaTaps forms them. The first
-// float is a tap exactly when x1 is in range (it is x0, or x1 = 0 when
-// x0 = -1), the second exactly when x0 is (x1, or x0 = w - 1 when x1 = w).
-// A point with one x tap in range has its two weights swapped: its tap then
-// lands in the other accumulator of PairDot, the one GatherDot puts its
-// zero in, and the final sum of the two is the same either way round.
+// per-tap tables). Each row of a point's taps is one 8-byte read that stays
+// inside the plane. Weights: (wx * wy) * wz, as FillSoaTaps forms them, and
+// 0 for a float that is no tap. The swaps (PairAxis) move a tap between the
+// two floats of a pair or between two rows only when the other one is no
+// tap: its product then lands in the sum where the gather path adds its 0,
+// and the sums come out the same either way round.
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
                                                    SoaTaps<K, kInterp>* __restrict st) {
-  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-  const __m256i minus1 = _mm256_set1_epi32(-1);
-  const __m256i w = _mm256_set1_epi32(static_cast<int32_t>(g.w));
-  const __m256i h = _mm256_set1_epi32(static_cast<int32_t>(g.h));
-  const __m256i last = _mm256_set1_epi32(static_cast<int32_t>(g.w) - 2);
+  using ST = SoaTaps<K, kInterp>;
+  const int32_t w = static_cast<int32_t>(g.w), h = static_cast<int32_t>(g.h);
+  for (int r = 0; r < ST::kPairRows; ++r) st->pair_step[r] = (r & 1) * w + (r >> 1) * h * w;
   for (int b = 0; b < ((cnt + 15) & ~15); b += 8) {
-    const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[0][0] + b));
-    const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[0][1] + b));
-    const __m256i x0_in = _mm256_cmpgt_epi32(x0, minus1), x1_in = _mm256_cmpgt_epi32(x1, minus1);
-    const __m256i xb = _mm256_and_si256(_mm256_min_epi32(x0, last), x0_in);
-    const __m256i any_x = _mm256_or_si256(x0_in, x1_in);
-    const __m256 swap = _mm256_castsi256_ps(_mm256_xor_si256(x0_in, x1_in));
-    for (int r = 0; r < SoaTaps<K, kInterp>::kPairRows; ++r) {
-      __m256i row = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[1][r & 1] + b));
-      __m256i row_in = _mm256_cmpgt_epi32(row, minus1);
-      if constexpr (K == 3) {
-        const __m256i z =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(st->ax[2][r >> 1] + b));
-        row_in = _mm256_and_si256(row_in, _mm256_cmpgt_epi32(z, minus1));
-        row = _mm256_add_epi32(_mm256_mullo_epi32(z, h), row);
+    auto axis = [&](int a, int32_t size) __attribute__((target("avx2,fma"))) {
+      return PairAxisOf(st->ax[a][0] + b, st->ax[a][1] + b, st->aw[a][0] + b, st->aw[a][1] + b,
+                        size);
+    };
+    const PairAxis x = axis(0, w), y = axis(1, h);
+    __m256i row = y.base, any = _mm256_and_si256(x.any, y.any);
+    PairAxis z;
+    if constexpr (K == 3) {
+      z = axis(2, static_cast<int32_t>(g.d));
+      row = _mm256_add_epi32(_mm256_mullo_epi32(z.base, _mm256_set1_epi32(h)), row);
+      any = _mm256_and_si256(any, z.any);
+    }
+    // The pair's last float, row * w + base + 1 + pair_step[kPairRows - 1],
+    // is < plane <= INT32_MAX.
+    const __m256i o = _mm256_add_epi32(_mm256_mullo_epi32(row, _mm256_set1_epi32(w)), x.base);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_off + b), _mm256_and_si256(o, any));
+    for (int r = 0; r < ST::kPairRows; ++r) {
+      const int j = r & 1, l = r >> 1;
+      __m256i row_tap = y.tap[j];
+      if constexpr (K == 3) row_tap = _mm256_and_si256(row_tap, z.tap[l]);
+      __m256 m[2], wt[2];
+      for (int s = 0; s < 2; ++s) {
+        m[s] = _mm256_castsi256_ps(_mm256_and_si256(x.tap[s], row_tap));
+        wt[s] = _mm256_mul_ps(x.w[s], y.w[j]);
+        if constexpr (K == 3) wt[s] = _mm256_mul_ps(wt[s], z.w[l]);
+        wt[s] = _mm256_and_ps(wt[s], m[s]);
       }
-      // In range: row * w + xb < plane <= INT32_MAX.
-      const __m256i o = _mm256_and_si256(_mm256_add_epi32(_mm256_mullo_epi32(row, w), xb),
-                                         _mm256_and_si256(row_in, any_x));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_safe[r] + b),
-                         _mm256_permutevar8x32_epi32(o, order));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_mask[2 * r] + b),
-                         _mm256_and_si256(row_in, x1_in));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_mask[2 * r + 1] + b),
-                         _mm256_and_si256(row_in, x0_in));
-      // The tap weights as FillSoaTaps computes them: (wx * wy) * wz.
-      const __m256 wy = _mm256_load_ps(st->aw[1][r & 1] + b);
-      __m256 w0 = _mm256_mul_ps(_mm256_load_ps(st->aw[0][0] + b), wy);
-      __m256 w1 = _mm256_mul_ps(_mm256_load_ps(st->aw[0][1] + b), wy);
-      if constexpr (K == 3) {
-        const __m256 wz = _mm256_load_ps(st->aw[2][r >> 1] + b);
-        w0 = _mm256_mul_ps(w0, wz);
-        w1 = _mm256_mul_ps(w1, wz);
-      }
-      _mm256_store_ps(st->pair_w[2 * r] + b, _mm256_blendv_ps(w0, w1, swap));
-      _mm256_store_ps(st->pair_w[2 * r + 1] + b, _mm256_blendv_ps(w1, w0, swap));
+      // Points 0 1 4 5, then 2 3 6 7, the two floats of each side by side.
+      float* wr = st->pair_w[r] + 2 * b;
+      float* mr = reinterpret_cast<float*>(st->pair_mask[r] + 2 * b);
+      _mm256_store_ps(wr, _mm256_unpacklo_ps(wt[0], wt[1]));
+      _mm256_store_ps(wr + 8, _mm256_unpackhi_ps(wt[0], wt[1]));
+      _mm256_store_ps(mr, _mm256_unpacklo_ps(m[0], m[1]));
+      _mm256_store_ps(mr + 8, _mm256_unpackhi_ps(m[0], m[1]));
     }
   }
 }
@@ -164,45 +192,44 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadOffsetPairs(
 }
 
 // Bilinear, points b .. b + 7 of one plane, from the pair tables: per row of
-// taps, eight 8-byte loads (plain loads: cheaper than gathers here), split
-// into first and second floats, those that are no taps zeroed with the
-// tables' masks (no branch for points with one x tap in range: FillPairs
-// swapped their weights); then the fused multiply-adds of GatherDot in its
-// order, so the results are bitwise equal. (Masks from the tables rather
-// than compares of the offsets, and no blends: the 2D bilinear case of
-// benchmarks/forward_kernel.cc, one Xeon thread, min of 400 passes, went
-// from 0.744-0.746 to 0.687-0.699 ms.)
-template <int K, int kInterp>
+// taps, eight 8-byte loads (plain loads: cheaper than gathers here) into two
+// vectors, the pairs of points 0 1 4 5 and of 2 3 6 7. Floats that are no
+// taps are zeroed with the tables' masks, unless kNoMask: their weight is 0,
+// so they add exactly 0 as well when they are finite, and make the sum NaN
+// when they are not (0 * inf), which RowGroups looks for. The first and the
+// second floats of a pair accumulate in alternate lanes, fused
+// multiply-adds row after row as in GatherDot's two accumulators, which are
+// then added: the same bits. (One offset per point with its rows a fixed
+// step apart, the shuffles after the sums, and no masks: the 2D bilinear
+// case of benchmarks/forward_kernel.cc, one Xeon thread, min of 400 passes,
+// went from 0.66-0.70 to 0.50-0.51 ms, 3D from 2.85 to 2.57-2.61.)
+template <bool kNoMask, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
-    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
-  constexpr int kRows = SoaTaps<K, kInterp>::kPairRows;
-  __m256 v[2 * kRows];
-  for (int r = 0; r < kRows; ++r) {
-    uint64_t at[4];
-    LoadOffsetPairs(st->pair_safe[r] + b, at);
-    auto two = [&](int k) {  // pairs k and k + 1 of the group (k even)
-      const float* p0 = src + static_cast<uint32_t>(at[k / 2]);
-      const float* p1 = src + static_cast<uint32_t>(at[k / 2] >> 32);
-      return _mm_loadh_pd(_mm_load_sd(reinterpret_cast<const double*>(p0)),
-                          reinterpret_cast<const double*>(p1));
-    };
-    // Points 0 1 4 5 and 2 3 6 7: the shuffles below put them back in order.
-    const __m256 g0 = _mm256_castpd_ps(_mm256_set_m128d(two(2), two(0)));
-    const __m256 g1 = _mm256_castpd_ps(_mm256_set_m128d(two(6), two(4)));
-    const float* first_in = reinterpret_cast<const float*>(st->pair_mask[2 * r] + b);
-    const float* second_in = reinterpret_cast<const float*>(st->pair_mask[2 * r + 1] + b);
-    v[2 * r] = _mm256_and_ps(_mm256_shuffle_ps(g0, g1, 0x88), _mm256_load_ps(first_in));
-    v[2 * r + 1] = _mm256_and_ps(_mm256_shuffle_ps(g0, g1, 0xDD), _mm256_load_ps(second_in));
+    const float* const* rows, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  __m256 acc[2];
+  for (int half = 0; half < 2; ++half) {  // points 0 1 4 5, then 2 3 6 7
+    uint64_t lo, hi;  // the offsets of points 2 half, + 1, and of 2 half + 4, + 5
+    std::memcpy(&lo, st->pair_off + b + 2 * half, sizeof lo);
+    std::memcpy(&hi, st->pair_off + b + 2 * half + 4, sizeof hi);
+    const uint32_t o[4] = {static_cast<uint32_t>(lo), static_cast<uint32_t>(lo >> 32),
+                           static_cast<uint32_t>(hi), static_cast<uint32_t>(hi >> 32)};
+    acc[half] = _mm256_setzero_ps();
+    for (int r = 0; r < SoaTaps<K, kInterp>::kPairRows; ++r) {
+      auto two = [&](int i) __attribute__((target("avx2,fma"))) {  // the pairs of o[i], o[i + 1]
+        return _mm_loadh_pd(_mm_load_sd(reinterpret_cast<const double*>(rows[r] + o[i])),
+                            reinterpret_cast<const double*>(rows[r] + o[i + 1]));
+      };
+      __m256 v = _mm256_castpd_ps(_mm256_set_m128d(two(2), two(0)));
+      const int e = 2 * b + 8 * half;
+      if constexpr (!kNoMask) {
+        v = _mm256_and_ps(v, _mm256_load_ps(reinterpret_cast<const float*>(st->pair_mask[r] + e)));
+      }
+      acc[half] = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[r] + e), v, acc[half]);
+    }
   }
-  // First floats into one accumulator, second floats into the other.
-  const __m256 zero = _mm256_setzero_ps();
-  __m256 acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[0] + b), v[0], zero);
-  __m256 acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[1] + b), v[1], zero);
-  for (int t = 2; t < 2 * kRows; t += 2) {
-    acc0 = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[t] + b), v[t], acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[t + 1] + b), v[t + 1], acc1);
-  }
-  return _mm256_add_ps(acc0, acc1);
+  // First floats plus second floats, points 0 .. 7 in order.
+  return _mm256_add_ps(_mm256_shuffle_ps(acc[0], acc[1], 0x88),
+                       _mm256_shuffle_ps(acc[0], acc[1], 0xDD));
 }
 
 // 2D bicubic, one point, one plane: the separable sum
@@ -289,13 +316,15 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
 }
 
 // Points b .. b + 7 of one plane, summed over their taps: NearestDot for
-// nearest, PairDot when `pairs` (SamplesPairs), else GatherDot.
-template <bool kAllIn, int K, int kInterp>
+// nearest, PairDot when `pairs` (SamplesPairs), else GatherDot. kNoMask:
+// reads without masks (nearest: kAllIn; pairs: see ChannelRows).
+template <bool kNoMask, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
-    bool pairs, const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
-  if constexpr (kInterp == gs::kNearest) return NearestDot<kAllIn>(src, st, b);
+    bool pairs, const float* src, const float* const* rows,
+    const SoaTaps<K, kInterp>* __restrict st, int b) {
+  if constexpr (kInterp == gs::kNearest) return NearestDot<kNoMask>(src, st, b);
   if constexpr (kInterp == gs::kBilinear) {
-    if (pairs) return PairDot(src, st, b);
+    if (pairs) return PairDot<kNoMask>(rows, st, b);
   }
   return GatherDot(src, st, b);
 }
@@ -368,10 +397,15 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
 // streamed. (Deciding that once per row rather than at each store, and the
 // one-line prefetch without a loop, took the 2D nearest forward's loop from
 // about 75 to 62 instructions per 16 points: it was bound by issue.)
-template <bool kStream, bool kAllIn, int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline void RowGroups(
-    const float* __restrict src, float* __restrict dst, int cnt16, bool pairs, const char* next,
-    int64_t next_bytes, int64_t lines, const SoaTaps<K, kInterp>* __restrict st) {
+// Returns false when pairs read without masks gave a sum that is not finite.
+template <bool kStream, bool kNoMask, int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
+    const float* __restrict src, const float* const* rows, float* __restrict dst, int cnt16,
+    bool pairs, const char* next, int64_t next_bytes, int64_t lines,
+    const SoaTaps<K, kInterp>* __restrict st) {
+  // Pairs without masks: a - a is +0 for a finite sum a, NaN for the others.
+  constexpr bool kCheck = kNoMask && kInterp == gs::kBilinear;
+  __m256 bad[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t pf = 0;  // the next byte of `next` to prefetch
   // Two groups of 8 points at a time: independent FMA chains.
   for (int b = 0; b < cnt16; b += 16) {
@@ -383,16 +417,50 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RowGroups(
         _mm_prefetch(next + std::min(pf, next_bytes - 64), _MM_HINT_T0);
       }
     }
-    const __m256 a0 = Dot<kAllIn>(pairs, src, st, b);
-    const __m256 a1 = Dot<kAllIn>(pairs, src, st, b + 8);
-    if constexpr (kStream) {
-      _mm256_stream_ps(dst + b, a0);
-      _mm256_stream_ps(dst + b + 8, a1);
-    } else {
-      _mm256_storeu_ps(dst + b, a0);
-      _mm256_storeu_ps(dst + b + 8, a1);
+    const __m256 a[2] = {Dot<kNoMask>(pairs, src, rows, st, b),
+                         Dot<kNoMask>(pairs, src, rows, st, b + 8)};
+    for (int u = 0; u < 2; ++u) {
+      if constexpr (kCheck) bad[u] = _mm256_or_ps(bad[u], _mm256_sub_ps(a[u], a[u]));
+      if constexpr (kStream) {
+        _mm256_stream_ps(dst + b + 8 * u, a[u]);
+      } else {
+        _mm256_storeu_ps(dst + b + 8 * u, a[u]);
+      }
     }
   }
+  if constexpr (!kCheck) return true;
+  const __m256 any = _mm256_or_ps(bad[0], bad[1]);
+  return _mm256_movemask_ps(_mm256_cmp_ps(any, _mm256_setzero_ps(), _CMP_NEQ_UQ)) == 0;
+}
+
+// One channel's output row `dst` of the points of a block (cnt of them) from
+// its plane `src`: RowGroups, then the points left over (with masks). Returns
+// false when pairs read without masks gave a sum that is not finite: it may
+// come from a float that is no tap (0 * inf), so the row must be sampled
+// again with masks.
+template <bool kNoMask, int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
+    const float* __restrict src, float* __restrict dst, int cnt, bool pairs, bool stream,
+    const char* next, int64_t next_bytes, int64_t lines, const SoaTaps<K, kInterp>* __restrict st) {
+  const int cnt8 = cnt & ~7;
+  const int cnt16 = cnt & ~15;
+  // The rows of a pair read: src + pair_step[r] + offset.
+  constexpr int kRows = SoaTaps<K, kInterp>::kPairRows;
+  const float* rows[kRows];
+  for (int r = 0; r < kRows; ++r) rows[r] = src + (pairs ? st->pair_step[r] : 0);
+  bool finite;
+  if (stream && (reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
+    finite = RowGroups<true, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines, st);
+  } else {
+    finite = RowGroups<false, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines, st);
+  }
+  if (cnt16 < cnt8) StoreOutput(dst + cnt16, Dot<false>(pairs, src, rows, st, cnt16), stream);
+  if (cnt8 < cnt) {
+    // Tail: the tables are padded to a multiple of 8; masked store.
+    _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8),
+                        Dot<false>(pairs, src, rows, st, cnt8));
+  }
+  return finite;
 }
 
 // Channels-first output rows of the points p0 .. p0 + cnt - 1 (one block of
@@ -402,8 +470,6 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
     int64_t p0, int cnt, bool pairs, bool stream, const SoaTaps<K, kInterp>* __restrict st) {
   const int64_t channels = g.c, points = g.points, plane = g.plane;
-  const int cnt8 = cnt & ~7;
-  const int cnt16 = cnt & ~15;
   // The next channel's plane (up to 64 KiB) is prefetched a few lines per
   // group of 16 points, so that its random reads find it in the cache when
   // the input is not there already: 2D nearest, 8 x 32 channels, 64 x 64,
@@ -411,24 +477,25 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   // no change once warm). The last line is prefetched again by any groups
   // left over.
   const int64_t plane_bytes = plane * int64_t{4};
-  const int64_t groups = std::max(1, cnt16 / 16);
+  const int64_t groups = std::max(1, cnt / 16);
   const int64_t pf_lines = CeilDiv(plane_bytes, groups * 64);  // per group
   const bool prefetch = plane_bytes >= 64 && plane_bytes <= (int64_t{64} << 10);
+  // Pairs read without masks until a row's sums are not all finite; then
+  // that row again, and the rest of the block, with masks.
+  bool no_mask = pairs;
   for (int64_t c = 0; c < channels; ++c) {
     const float* src = input + (n * channels + c) * plane;
     float* dst = output + (n * channels + c) * points + p0;
     const char* next = reinterpret_cast<const char*>(src + plane);
     const int64_t lines = prefetch && c + 1 < channels ? pf_lines : 0;
-    if (stream && (reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
-      RowGroups<true, kAllIn>(src, dst, cnt16, pairs, next, plane_bytes, lines, st);
-    } else {
-      RowGroups<false, kAllIn>(src, dst, cnt16, pairs, next, plane_bytes, lines, st);
+    if (kAllIn) {
+      ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
+      continue;
     }
-    if (cnt16 < cnt8) StoreOutput(dst + cnt16, Dot<kAllIn>(pairs, src, st, cnt16), stream);
-    if (cnt8 < cnt) {
-      // Tail: the tables are padded to a multiple of 8; masked store.
-      _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8), Dot<kAllIn>(pairs, src, st, cnt8));
+    if (no_mask) {
+      no_mask = ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
     }
+    if (!no_mask) ChannelRow<false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
   }
 }
 

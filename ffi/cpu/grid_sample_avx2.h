@@ -42,7 +42,7 @@ void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* 
                          int64_t p_end);
 
 // Whether the gather path reads bilinear taps as pairs of floats, one 8-byte
-// load per row of taps (channels-first, 2 <= w <= 2^24): faster than masked
+// load per row of taps (channels-first, 2 <= w, h, d <= 2^24): faster than masked
 // gathers, and in 2D than the tile sampler's channels-last copy except where
 // ViaChannelsLastPays says otherwise.
 bool SamplesPairs(const Geometry& g, int64_t interpolation);

@@ -46,18 +46,20 @@ struct SoaTaps {
   int32_t rowoff[4][kRowB];
   uint16_t mbits[kRowB];
   uint8_t rowable[kRowB];
-  // Bilinear, channels-first (see FillPairs): per row r of taps (y index j
-  // and z index l, r = j + 2 l), the offset of the two floats (xb, xb + 1)
-  // that hold the point's taps of that row, or 0 when it has none (an
-  // address that may be read); points in the order 0 1 4 5 2 3 6 7 within
-  // each group of 8. Per row and float s of the pair (index 2 r + s), in
-  // point order: whether that float is a tap in range (all bits set) or not
-  // (zero), and the weight it is multiplied by.
+  // Bilinear, channels-first (see FillPairs). Per point, the offset of the
+  // two floats (xb, xb + 1) that hold its x taps in its first row of taps
+  // (yb, zb), or 0 when it has no tap (an address that may be read); its
+  // rows r = j + 2 l (y index yb + j, z index zb + l) lie j w + l h w
+  // further. Per row r and group of 8 points, 16 entries: the pairs of
+  // points 0 1 4 5, then of 2 3 6 7, each as (first float, second float):
+  // whether that float is a tap (all bits set) or not (zero), and its weight
+  // (0 when it is no tap).
   static constexpr int kPairRows = K == 2 ? 2 : 4;
   static constexpr int kPairStride = kInterp == gs::kBilinear ? kStride : 8;
-  alignas(64) int32_t pair_safe[kPairRows][kPairStride];
-  alignas(64) int32_t pair_mask[2 * kPairRows][kPairStride];
-  alignas(64) float pair_w[2 * kPairRows][kPairStride];
+  alignas(64) int32_t pair_off[kPairStride];
+  alignas(64) int32_t pair_mask[kPairRows][2 * kPairStride];
+  alignas(64) float pair_w[kPairRows][2 * kPairStride];
+  int32_t pair_step[kPairRows];  // j w + l h w
   // Nearest: the tap offsets with 0 for "out of range" (an address that may
   // be read; see NearestDot).
   static constexpr int kSafeB = kInterp == gs::kNearest ? kB : 8;
