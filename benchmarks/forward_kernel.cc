@@ -99,12 +99,21 @@ int main(int argc, char** argv) {
       whole ? g.points
             : gs_cpu::PointsPerChunk(g.points, g.c, gs::TapsPerPoint(g.k, interp), block);
   const int64_t chunks_per_n = gs_cpu::CeilDiv(g.points, chunk);
+  // Or its parts of elements (PairPartsPerElement).
+  const int64_t parts = whole ? 1 : gs_cpu::PairPartsPerElement(g, interp, threads);
   auto work = [&](int tid) {
     if (via_cl) {
       std::vector<float> buffer(gs_cpu::ViaChannelsLastBufferFloats(g));
       for (int64_t n = tid; n < g.n; n += threads) {
         gs_cpu::ForwardViaChannelsLastAvx2F32(g, interp, input.data(), grid.data(), out, n,
                                               buffer.data());
+      }
+      return;
+    }
+    if (parts > 1) {
+      for (int64_t i = tid; i < g.n * parts; i += threads) {
+        gs_cpu::ForwardPartAvx2F32(g, interp, input.data(), grid.data(), out, i / parts,
+                                   i % parts, parts);
       }
       return;
     }

@@ -310,6 +310,24 @@ def test_forward_nonfinite_input_values(dims, spatial, out_spatial, padding):
     assert_close(first[finite], expected[finite], TOL["float32"], "output")
 
 
+@pytest.mark.parametrize("padding", PADDINGS)
+def test_forward_planes_beyond_the_l2(padding):
+    """Float32 bilinear forward, channels first, of one element of three 512 x 512 planes (1 MiB
+    each): where they overflow a core's L2 and two of them fit it (a 2 MiB L2, two threads or
+    more), each thread samples its share of the (channel, point) pairs in channel order, in runs
+    of points that share their channels (PairPartsPerElement); elsewhere the chunks of points
+    as usual. The same bits as the channels-last path, and the float64 reference's values."""
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((1, 3, 512, 512)).astype(np.float32)
+    # Multiples of 1/1024: the pixel coordinates are exact in float32 (multiples of 1/4).
+    grid = (rng.integers(-1126, 1127, (1, 37, 29, 2)) / 1024).astype(np.float32)
+    args = (MODES["bilinear"], PADDINGS[padding], False)
+    first = np.asarray(native_forward(x, grid, *args))
+    np.testing.assert_array_equal(first, np.asarray(native_forward(x, grid, *args, True)))
+    expected = reference_oracle(x, grid, np.zeros_like(first), "bilinear", padding, False)[0]
+    assert_close(first, expected, TOL["float32"], "output")
+
+
 @pytest.mark.parametrize("output_mask", [(True, True), (False, True)], ids=["both", "grid"])
 @pytest.mark.parametrize("channels", [1, 3, 8, 9, 17, 32])
 @pytest.mark.parametrize("dims,mode,padding", [(2, "bilinear", "zeros"),

@@ -468,7 +468,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
 template <bool kAllIn, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
-    int64_t p0, int cnt, bool pairs, bool stream, const SoaTaps<K, kInterp>* __restrict st) {
+    int64_t c_begin, int64_t c_end, int64_t p0, int cnt, bool pairs, bool stream,
+    const SoaTaps<K, kInterp>* __restrict st) {
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   // The next channel's plane (up to 64 KiB) is prefetched a few lines per
   // group of 16 points, so that its random reads find it in the cache when
@@ -483,11 +484,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   // Pairs read without masks until a row's sums are not all finite; then
   // that row again, and the rest of the block, with masks.
   bool no_mask = pairs;
-  for (int64_t c = 0; c < channels; ++c) {
+  for (int64_t c = c_begin; c < c_end; ++c) {
     const float* src = input + (n * channels + c) * plane;
     float* dst = output + (n * channels + c) * points + p0;
     const char* next = reinterpret_cast<const char*>(src + plane);
-    const int64_t lines = prefetch && c + 1 < channels ? pf_lines : 0;
+    const int64_t lines = prefetch && c + 1 < c_end ? pf_lines : 0;
     if (kAllIn) {
       ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
       continue;
@@ -499,14 +500,13 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   }
 }
 
-// Forward of points [p_begin, p_end) of batch element n, float32.
+// Forward of points [p_begin, p_end) of batch element n, float32; channels
+// [c_begin, c_end) of a channels-first output (channels last: all of them).
 template <int K, int kInterp, bool kChannelsLast>
-__attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
-                                                          const float* __restrict input,
-                                                          const float* __restrict grid,
-                                                          float* __restrict output, int64_t n,
-                                                          int64_t p_begin, int64_t p_end,
-                                                          SoaTaps<K, kInterp>* st) {
+__attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
+    const Geometry& g, const float* __restrict input, const float* __restrict grid,
+    float* __restrict output, int64_t n, int64_t c_begin, int64_t c_end, int64_t p_begin,
+    int64_t p_end, SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
   constexpr int kTaps = ST::kTaps;
   const int64_t channels = g.c, points = g.points, plane = g.plane;
@@ -532,7 +532,7 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
       if (pairs) FillPairs<K, kInterp>(cnt, g, st);
     }
     if (kBicubic2D && !kChannelsLast) {
-      for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t c = c_begin; c < c_end; ++c) {
         const float* src = input + (n * channels + c) * plane;
         float* dst = output + (n * channels + c) * points + p0;
         for (int b = 0; b < cnt; ++b) dst[b] = BicubicPoint(src, st, b);
@@ -581,9 +581,13 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(const Geometry& g,
       bool all_in = false;
       if constexpr (kInterp == gs::kNearest) {
         all_in = st->all_in;
-        if (all_in) ChannelRows<true>(g, input, output, n, p0, cnt, pairs, stream, st);
+        if (all_in) {
+          ChannelRows<true>(g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream, st);
+        }
       }
-      if (!all_in) ChannelRows<false>(g, input, output, n, p0, cnt, pairs, stream, st);
+      if (!all_in) {
+        ChannelRows<false>(g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream, st);
+      }
     } else {
       const float* src_n = input + n * plane * channels;
       // Same sums as the channels-first path (bitwise): even taps into one
@@ -633,25 +637,46 @@ namespace {
 
 template <int K, int kInterp>
 void RunChunk(const Geometry& g, const float* input, const float* grid, float* output,
-              int64_t n, int64_t p_begin, int64_t p_end) {
+              int64_t n, int64_t c_begin, int64_t c_end, int64_t p_begin, int64_t p_end) {
   std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
   if (g.channels_last) {
-    ForwardChunkAvx2<K, kInterp, true>(g, input, grid, output, n, p_begin, p_end, st.get());
+    ForwardChunkAvx2<K, kInterp, true>(g, input, grid, output, n, c_begin, c_end, p_begin, p_end,
+                                       st.get());
   } else {
-    ForwardChunkAvx2<K, kInterp, false>(g, input, grid, output, n, p_begin, p_end, st.get());
+    ForwardChunkAvx2<K, kInterp, false>(g, input, grid, output, n, c_begin, c_end, p_begin,
+                                        p_end, st.get());
   }
 }
 
 template <int K>
 void RunChunkK(const Geometry& g, int64_t interpolation, const float* input, const float* grid,
-               float* output, int64_t n, int64_t p_begin, int64_t p_end) {
+               float* output, int64_t n, int64_t c_begin, int64_t c_end, int64_t p_begin,
+               int64_t p_end) {
   switch (interpolation) {
     case gs::kBilinear:
-      return RunChunk<K, gs::kBilinear>(g, input, grid, output, n, p_begin, p_end);
+      return RunChunk<K, gs::kBilinear>(g, input, grid, output, n, c_begin, c_end, p_begin,
+                                        p_end);
     case gs::kNearest:
-      return RunChunk<K, gs::kNearest>(g, input, grid, output, n, p_begin, p_end);
+      return RunChunk<K, gs::kNearest>(g, input, grid, output, n, c_begin, c_end, p_begin, p_end);
     default:
-      return RunChunk<K, gs::kBicubic>(g, input, grid, output, n, p_begin, p_end);
+      return RunChunk<K, gs::kBicubic>(g, input, grid, output, n, c_begin, c_end, p_begin, p_end);
+  }
+}
+
+
+// Points [p_begin, p_end) of channels [c_begin, c_end) of batch element n;
+// channels last: all channels.
+void ForwardRunAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
+                       const float* grid, float* output, int64_t n, int64_t c_begin,
+                       int64_t c_end, int64_t p_begin, int64_t p_end) {
+  if (SamplesChannelsLastInPlace(g, interpolation)) {
+    ForwardChannelsLastChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
+    return;
+  }
+  if (g.k == 2) {
+    RunChunkK<2>(g, interpolation, input, grid, output, n, c_begin, c_end, p_begin, p_end);
+  } else {
+    RunChunkK<3>(g, interpolation, input, grid, output, n, c_begin, c_end, p_begin, p_end);
   }
 }
 
@@ -660,14 +685,29 @@ void RunChunkK(const Geometry& g, int64_t interpolation, const float* input, con
 void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
                          const float* grid, float* output, int64_t n, int64_t p_begin,
                          int64_t p_end) {
-  if (SamplesChannelsLastInPlace(g, interpolation)) {
-    ForwardChannelsLastChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
+  ForwardRunAvx2F32(g, interpolation, input, grid, output, n, 0, g.c, p_begin, p_end);
+}
+
+void ForwardPartAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
+                        const float* grid, float* output, int64_t n, int64_t part,
+                        int64_t parts) {
+  const int64_t points = g.points, pairs = g.c * points;
+  const int64_t a = pairs * part / parts, b = pairs * (part + 1) / parts;
+  if (a >= b) return;
+  // Channel c0 from point p0 on, c1 up to point p1, those between whole.
+  const int64_t c0 = a / points, p0 = a % points, c1 = (b - 1) / points;
+  const int64_t p1 = (b - 1) % points + 1;
+  if (c0 == c1) {
+    ForwardRunAvx2F32(g, interpolation, input, grid, output, n, c0, c0 + 1, p0, p1);
     return;
   }
-  if (g.k == 2) {
-    RunChunkK<2>(g, interpolation, input, grid, output, n, p_begin, p_end);
-  } else {
-    RunChunkK<3>(g, interpolation, input, grid, output, n, p_begin, p_end);
+  const int64_t cuts[4] = {0, std::min(p0, p1), std::max(p0, p1), points};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t u = cuts[i], v = cuts[i + 1];
+    const int64_t lo = u >= p0 ? c0 : c0 + 1, hi = v <= p1 ? c1 + 1 : c1;
+    if (u < v && lo < hi) {
+      ForwardRunAvx2F32(g, interpolation, input, grid, output, n, lo, hi, u, v);
+    }
   }
 }
 

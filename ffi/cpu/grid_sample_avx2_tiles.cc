@@ -108,6 +108,14 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   return true;
 }
 
+int64_t PairPartsPerElement(const Geometry& g, int64_t interpolation, int64_t threads) {
+  if (threads < 2 || g.k != 2 || !SamplesPairs(g, interpolation)) return 1;
+  const CoreCaches& caches = CoreCacheBytes();
+  const int64_t plane_bytes = g.plane * int64_t{4};
+  const bool overflow = caches.l2 > 0 && plane_bytes > caches.l1d && g.c * plane_bytes > caches.l2;
+  return overflow && CeilDiv(g.c, threads) * plane_bytes <= caches.l2 ? threads : 1;
+}
+
 namespace {
 
 // 8 rows of 8 floats, transposed: dst[s * stride + r] = in[r][s].
@@ -408,6 +416,7 @@ void ForwardChannelsLastChunkAvx2F32(const Geometry& g, int64_t interpolation,
 #else  // !GS_CPU_HAVE_AVX2_PATH
 
 bool ViaChannelsLastPays(const Geometry&, int64_t) { return false; }
+int64_t PairPartsPerElement(const Geometry&, int64_t, int64_t) { return 1; }
 int64_t ViaChannelsLastBufferFloats(const Geometry&) { return 0; }
 void ForwardViaChannelsLastAvx2F32(const Geometry&, int64_t, const float*, const float*, float*,
                                    int64_t, float*) {}
