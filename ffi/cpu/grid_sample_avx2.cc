@@ -99,87 +99,146 @@ bool SamplesPairs(const Geometry& g, int64_t interpolation) {
          (g.k == 2 || fits(g.d));
 }
 
-// The two taps along one axis of 8 points, as the pair tables read them
+// W lanes of floats or int32 (GCC vector extensions), so that the pair
+// tables are built by the same source with 256-bit and 512-bit vectors.
+template <int W>
+struct Lanes {
+  typedef float F __attribute__((vector_size(4 * W)));
+  typedef int32_t I __attribute__((vector_size(4 * W)));
+};
+
+template <typename V, typename T>
+GS_CPU_INLINE V LoadLanes(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename V, typename T>
+GS_CPU_INLINE void StoreLanes(T* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// The two taps along one axis of W points, as the pair tables read them
 // (FillPairs): indices base and base + 1, where base = min(i0, size - 2), or
 // 0 when i0 is out of range (then i1 = 0); so both stay inside the axis
 // (size >= 2). Index base is a tap exactly when i1 is in range (it is i0, or
 // i1 = 0 when i0 = -1), base + 1 exactly when i0 is (it is i1, or i0 =
 // size - 1 when i1 = size). A point with one tap in range has its two
 // weights swapped, so that each index carries the weight of its tap.
+template <int W>
 struct PairAxis {
-  __m256i base;    // the first index of the pair (0 when none is a tap)
-  __m256i any;     // all bits set when the point has a tap along the axis
-  __m256i tap[2];  // all bits set when index base + s is a tap
-  __m256 w[2];     // the weight of index base + s
+  typename Lanes<W>::I base;    // the first index of the pair (0 when none is a tap)
+  typename Lanes<W>::I any;     // all bits set when the point has a tap along the axis
+  typename Lanes<W>::I tap[2];  // all bits set when index base + s is a tap
+  typename Lanes<W>::F w[2];    // the weight of index base + s
 };
 
-__attribute__((target("avx2,fma"), always_inline)) inline PairAxis PairAxisOf(
-    const int32_t* i0, const int32_t* i1, const float* w0, const float* w1, int32_t size) {
-  const __m256i minus1 = _mm256_set1_epi32(-1);
-  const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(i0));
-  const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(i1));
-  const __m256i in0 = _mm256_cmpgt_epi32(x0, minus1), in1 = _mm256_cmpgt_epi32(x1, minus1);
-  const __m256 swap = _mm256_castsi256_ps(_mm256_xor_si256(in0, in1));
-  const __m256 v0 = _mm256_load_ps(w0), v1 = _mm256_load_ps(w1);
-  PairAxis a;
-  a.base = _mm256_and_si256(_mm256_min_epi32(x0, _mm256_set1_epi32(size - 2)), in0);
-  a.any = _mm256_or_si256(in0, in1);
+template <int W>
+GS_CPU_INLINE PairAxis<W> PairAxisOf(const int32_t* i0, const int32_t* i1, const float* w0,
+                                     const float* w1, int32_t size) {
+  using I = typename Lanes<W>::I;
+  using F = typename Lanes<W>::F;
+  const I x0 = LoadLanes<I>(i0), x1 = LoadLanes<I>(i1);
+  const I in0 = x0 > -1, in1 = x1 > -1, swap = in0 ^ in1;
+  const F v0 = LoadLanes<F>(w0), v1 = LoadLanes<F>(w1);
+  PairAxis<W> a;
+  a.base = (x0 < size - 2 ? x0 : size - 2) & in0;
+  a.any = in0 | in1;
   a.tap[0] = in1;
   a.tap[1] = in0;
-  a.w[0] = _mm256_blendv_ps(v0, v1, swap);
-  a.w[1] = _mm256_blendv_ps(v1, v0, swap);
+  a.w[0] = swap ? v1 : v0;
+  a.w[1] = swap ? v0 : v1;
   return a;
 }
 
+// Entries [16 k, 16 k + 16) of the pair tables' layout of W points from
+// their first floats f and second floats s (lanes W + i), for k < W / 8:
+// points 0 1 4 5, then 2 3 6 7 (of the k-th 8), each first then second.
+template <int W>
+GS_CPU_INLINE void StorePairLayout(float* dst, const typename Lanes<W>::F& f,
+                                   const typename Lanes<W>::F& s) {
+  using I = typename Lanes<W>::I;
+  if constexpr (W == 8) {
+    StoreLanes(dst, __builtin_shuffle(f, s, I{0, 8, 1, 9, 4, 12, 5, 13}));
+    StoreLanes(dst + 8, __builtin_shuffle(f, s, I{2, 10, 3, 11, 6, 14, 7, 15}));
+  } else {
+    static_assert(W == 16, "8 or 16 lanes");
+    StoreLanes(dst, __builtin_shuffle(f, s, I{0, 16, 1, 17, 4, 20, 5, 21, 2, 18, 3, 19, 6, 22,
+                                              7, 23}));
+    StoreLanes(dst + 16, __builtin_shuffle(f, s, I{8, 24, 9, 25, 12, 28, 13, 29, 10, 26, 11, 27,
+                                                   14, 30, 15, 31}));
+  }
+}
+
 // Bilinear: the pair tables of SoaTaps (after FillSoaTaps without its
-// per-tap tables). Each row of a point's taps is one 8-byte read that stays
-// inside the plane. Weights: (wx * wy) * wz, as FillSoaTaps forms them, and
-// 0 for a float that is no tap. The swaps (PairAxis) move a tap between the
-// two floats of a pair or between two rows only when the other one is no
-// tap: its product then lands in the sum where the gather path adds its 0,
-// and the sums come out the same either way round.
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillPairs(int cnt, const Geometry& g,
-                                                   SoaTaps<K, kInterp>* __restrict st) {
+// per-tap tables), W points at a time. Each row of a point's taps is one
+// 8-byte read that stays inside the plane. Weights: (wx * wy) * wz, as
+// FillSoaTaps forms them, and 0 for a float that is no tap. The swaps
+// (PairAxis) move a tap between the two floats of a pair or between two rows
+// only when the other one is no tap: its product then lands in the sum
+// where the gather path adds its 0, and the sums come out the same either
+// way round.
+template <int W, int K, int kInterp>
+GS_CPU_INLINE void FillPairsBody(int cnt, const Geometry& g, SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
+  using I = typename Lanes<W>::I;
+  using F = typename Lanes<W>::F;
   const int32_t w = static_cast<int32_t>(g.w), h = static_cast<int32_t>(g.h);
   for (int r = 0; r < ST::kPairRows; ++r) st->pair_step[r] = (r & 1) * w + (r >> 1) * h * w;
-  for (int b = 0; b < ((cnt + 15) & ~15); b += 8) {
-    auto axis = [&](int a, int32_t size) __attribute__((target("avx2,fma"))) {
-      return PairAxisOf(st->ax[a][0] + b, st->ax[a][1] + b, st->aw[a][0] + b, st->aw[a][1] + b,
-                        size);
+  for (int b = 0; b < ((cnt + 15) & ~15); b += W) {
+    auto axis = [&](int a, int32_t size) {
+      return PairAxisOf<W>(st->ax[a][0] + b, st->ax[a][1] + b, st->aw[a][0] + b,
+                           st->aw[a][1] + b, size);
     };
-    const PairAxis x = axis(0, w), y = axis(1, h);
-    __m256i row = y.base, any = _mm256_and_si256(x.any, y.any);
-    PairAxis z;
+    const PairAxis<W> x = axis(0, w), y = axis(1, h);
+    I row = y.base, any = x.any & y.any;
+    PairAxis<W> z;
     if constexpr (K == 3) {
       z = axis(2, static_cast<int32_t>(g.d));
-      row = _mm256_add_epi32(_mm256_mullo_epi32(z.base, _mm256_set1_epi32(h)), row);
-      any = _mm256_and_si256(any, z.any);
+      row = z.base * h + row;
+      any = any & z.any;
     }
     // The pair's last float, row * w + base + 1 + pair_step[kPairRows - 1],
     // is < plane <= INT32_MAX.
-    const __m256i o = _mm256_add_epi32(_mm256_mullo_epi32(row, _mm256_set1_epi32(w)), x.base);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(st->pair_off + b), _mm256_and_si256(o, any));
+    StoreLanes(st->pair_off + b, (row * w + x.base) & any);
     for (int r = 0; r < ST::kPairRows; ++r) {
       const int j = r & 1, l = r >> 1;
-      __m256i row_tap = y.tap[j];
-      if constexpr (K == 3) row_tap = _mm256_and_si256(row_tap, z.tap[l]);
-      __m256 m[2], wt[2];
+      I row_tap = y.tap[j];
+      if constexpr (K == 3) row_tap = row_tap & z.tap[l];
+      I m[2];
+      F wt[2];
       for (int s = 0; s < 2; ++s) {
-        m[s] = _mm256_castsi256_ps(_mm256_and_si256(x.tap[s], row_tap));
-        wt[s] = _mm256_mul_ps(x.w[s], y.w[j]);
-        if constexpr (K == 3) wt[s] = _mm256_mul_ps(wt[s], z.w[l]);
-        wt[s] = _mm256_and_ps(wt[s], m[s]);
+        m[s] = x.tap[s] & row_tap;
+        wt[s] = x.w[s] * y.w[j];
+        if constexpr (K == 3) wt[s] = wt[s] * z.w[l];
+        wt[s] = (F)((I)wt[s] & m[s]);  // vector casts reinterpret the bits
       }
-      // Points 0 1 4 5, then 2 3 6 7, the two floats of each side by side.
-      float* wr = st->pair_w[r] + 2 * b;
-      float* mr = reinterpret_cast<float*>(st->pair_mask[r] + 2 * b);
-      _mm256_store_ps(wr, _mm256_unpacklo_ps(wt[0], wt[1]));
-      _mm256_store_ps(wr + 8, _mm256_unpackhi_ps(wt[0], wt[1]));
-      _mm256_store_ps(mr, _mm256_unpacklo_ps(m[0], m[1]));
-      _mm256_store_ps(mr + 8, _mm256_unpackhi_ps(m[0], m[1]));
+      StorePairLayout<W>(st->pair_w[r] + 2 * b, wt[0], wt[1]);
+      StorePairLayout<W>(reinterpret_cast<float*>(st->pair_mask[r] + 2 * b), (F)m[0], (F)m[1]);
     }
+  }
+}
+
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"))) void FillPairsAvx2(int cnt, const Geometry& g,
+                                                       SoaTaps<K, kInterp>* __restrict st) {
+  FillPairsBody<8>(cnt, g, st);
+}
+
+template <int K, int kInterp>
+__attribute__((target(GS_CPU_WIDE_TARGET))) void FillPairsWide(
+    int cnt, const Geometry& g, SoaTaps<K, kInterp>* __restrict st) {
+  FillPairsBody<16>(cnt, g, st);
+}
+
+// With 512-bit vectors where the CPU prefers them (PrefersWideLoops).
+template <int K, int kInterp>
+void FillPairs(int cnt, const Geometry& g, SoaTaps<K, kInterp>* __restrict st) {
+  if (PrefersWideLoops()) {
+    FillPairsWide(cnt, g, st);
+  } else {
+    FillPairsAvx2(cnt, g, st);
   }
 }
 
