@@ -265,11 +265,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadOffsetPairs(
 template <bool kNoMask, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
     const float* const* rows, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  uint64_t at[4];
+  LoadOffsetPairs(st->pair_off + b, at);
   __m256 acc[2];
   for (int half = 0; half < 2; ++half) {  // points 0 1 4 5, then 2 3 6 7
-    uint64_t lo, hi;  // the offsets of points 2 half, + 1, and of 2 half + 4, + 5
-    std::memcpy(&lo, st->pair_off + b + 2 * half, sizeof lo);
-    std::memcpy(&hi, st->pair_off + b + 2 * half + 4, sizeof hi);
+    const uint64_t lo = at[half], hi = at[half + 2];
     const uint32_t o[4] = {static_cast<uint32_t>(lo), static_cast<uint32_t>(lo >> 32),
                            static_cast<uint32_t>(hi), static_cast<uint32_t>(hi >> 32)};
     acc[half] = _mm256_setzero_ps();
@@ -753,13 +753,10 @@ void ForwardPartAvx2F32(const Geometry& g, int64_t interpolation, const float* i
   const int64_t points = g.points, pairs = g.c * points;
   const int64_t a = pairs * part / parts, b = pairs * (part + 1) / parts;
   if (a >= b) return;
-  // Channel c0 from point p0 on, c1 up to point p1, those between whole.
+  // Channel c0 from point p0 on, c1 up to point p1, those between whole
+  // (c0 == c1: points [p0, p1) of it alone).
   const int64_t c0 = a / points, p0 = a % points, c1 = (b - 1) / points;
   const int64_t p1 = (b - 1) % points + 1;
-  if (c0 == c1) {
-    ForwardRunAvx2F32(g, interpolation, input, grid, output, n, c0, c0 + 1, p0, p1);
-    return;
-  }
   const int64_t cuts[4] = {0, std::min(p0, p1), std::max(p0, p1), points};
   for (int i = 0; i < 3; ++i) {
     const int64_t u = cuts[i], v = cuts[i + 1];

@@ -154,6 +154,18 @@ GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count
   }
 }
 
+// Whether the `count` coordinates at coord (stride K) are all moderate
+// (gs::IsModerate), so that reflection can take its vectorizable loops. An
+// int reduction, which GCC vectorizes (over a bool it stayed scalar).
+template <typename Fmt, int K, typename Count>
+GS_CPU_INLINE bool AllModerate(const typename Fmt::Storage* coord, Count count, int64_t size) {
+  int all = 1;
+  for (Count b = 0; b < count; ++b) {
+    all &= gs::IsModerate(Fmt::Load(coord[b * K]), size) ? 1 : 0;
+  }
+  return all != 0;
+}
+
 // Pass 1 for axis `axis` (0 = x) of size `size`: picks the index type and,
 // for reflection, whether the block's coordinates are all moderate.
 template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign, typename TB>
@@ -161,13 +173,7 @@ GS_CPU_INLINE void AxisTaps(const typename Fmt::Storage* grid, int64_t count, in
                             int axis, TB* tb) {
   const typename Fmt::Storage* coord = grid + axis;
   bool moderate = true;
-  if constexpr (kPad == gs::kReflection) {
-    int all = 1;  // an int reduction vectorizes, one over a bool did not
-    for (int64_t b = 0; b < count; ++b) {
-      all &= gs::IsModerate(Fmt::Load(coord[b * K]), size) ? 1 : 0;
-    }
-    moderate = all != 0;
-  }
+  if constexpr (kPad == gs::kReflection) moderate = AllModerate<Fmt, K>(coord, count, size);
   const bool narrow = size <= std::numeric_limits<int32_t>::max();
   if (narrow && moderate) {
     AxisTapsSoa<Fmt, K, kInterp, kPad, kAlign, true, int32_t>(coord, count, size, axis, tb);

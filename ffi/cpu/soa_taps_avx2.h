@@ -100,10 +100,7 @@ GS_CPU_INLINE void AxisSoaBody(const float* __restrict coord, int cnt, int64_t s
   // loop scalar; blocks without any take the vectorizable form.
   bool moderate = true;
   if constexpr (kPad == gs::kReflection) {
-    // An int reduction, which GCC vectorizes (over a bool it stayed scalar).
-    int all = 1;
-    for (int b = 0; b < cnt; ++b) all &= gs::IsModerate(coord[b * K], size) ? 1 : 0;
-    moderate = all != 0;
+    moderate = AllModerate<gs::F32Format, K>(coord, cnt, size);
   }
   if (moderate) {
     AxisSoaLoop<K, kInterp, kPad, kAlign, kB, kDmult, true>(coord, cnt, size, ix, wx, dm);
