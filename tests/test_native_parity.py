@@ -587,6 +587,43 @@ def test_nonfinite_and_huge_coordinates(dims, mode, padding, align_corners, chan
         assert_close(a, e, tol, f"{name} grid={grid.ravel()}")
 
 
+# Reflection reflects finite coordinates of any size exactly (docs/semantics.md step 3); beyond
+# 2^23 (float32) the kernels take their slow form for the whole block of points.
+HUGE_FINITE = [1e10, -1e10, 3e9, 1e30, -3e38, 2.0**31, 1e8, -7e5]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["cf", "cl"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("align_corners", [False, True], ids=["noac", "ac"])
+@pytest.mark.parametrize("dims, mode", [(d, m) for d in (2, 3) for m in MODES
+                                        if not (d == 3 and m == "bicubic")])
+def test_huge_reflection_coordinates_match_reference(dims, mode, align_corners, dtype,
+                                                     channels_last):
+    """Every axis in turn holds the huge coordinates (the others moderate), against the jnp
+    reference of the same dtype."""
+    np_dtype = DTYPES[dtype]
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((2, 8) + (5, 6, 7)[-dims:]).astype(np_dtype)
+    rows = []
+    for axis in range(dims):
+        g = rng.uniform(-1, 1, (len(HUGE_FINITE), dims))
+        g[:, axis] = HUGE_FINITE
+        rows.append(g)
+    points = np.concatenate(rows)
+    grid = np.stack([points, points[::-1]])
+    grid = grid.reshape((2,) + (1,) * (dims - 1) + points.shape).astype(np_dtype)
+    out_spatial = grid.shape[1:-1]
+    go = rng.standard_normal((2, 8) + out_spatial).astype(np_dtype)
+    out = native_forward(x, grid, MODES[mode], PADDINGS["reflection"], align_corners,
+                         channels_last)
+    gi, gg = native_backward(go, x, grid, MODES[mode], PADDINGS["reflection"], align_corners,
+                             channels_last)
+    expected = reference_oracle(x, grid, go, mode, "reflection", align_corners, dtype=np_dtype)
+    tol = 1e-9 if dtype == "float64" else 1e-4
+    for name, a, e in zip(NAMES, (out, gi, gg), expected, strict=True):
+        assert_close(a, e, tol, name)
+
+
 # --- handler validation -----------------------------------------------------------------------
 
 def _call_forward(x, grid, out_shape=None, dtype=None, **attrs):
