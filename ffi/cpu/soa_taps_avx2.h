@@ -2,7 +2,8 @@
 // paths (grid_sample_avx2.cc, grid_sample_avx2_tiles.cc).
 //
 // Per axis: tap index (or -1) and weight of each point; per tap: int32
-// offset into one input plane (-1 when out of range) and the product weight.
+// offset into one input plane (-1 when out of range) and the product weight
+// (nearest: the per-tap tables only).
 // The per-axis loops call gs::ComputeAxisTaps with int32 indices and are
 // vectorized across points (GCC: -fno-trapping-math -fno-tree-pre
 // -fno-thread-jumps, set for every CPU source).
@@ -315,7 +316,8 @@ __attribute__((target(GS_CPU_WIDE_TARGET))) void FillSoaTapsWide(
 // Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
 // entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
 // Without kTapTables, only the per-axis tables are filled (the pair sampler
-// builds its own from them, see FillPairs). (A template parameter: as a run-time flag,
+// builds its own from them, see FillPairs); nearest fills only its per-tap
+// tables (FillNearestOffsets). (A template parameter: as a run-time flag,
 // GCC no longer vectorized the tap loops of the instances called both ways.)
 // With 512-bit vectors where the CPU prefers them (PrefersWideLoops): the 2D
 // nearest border fill took 3.6 -> 2.4 us per 4096 points on a Zen 5 core.
