@@ -44,7 +44,8 @@ bool HasAvx2Fma();
 // standing for the cores (Ice Lake, Zen 4 and later) that run 512-bit vectors
 // without the clock penalty of the first AVX-512 cores. Implies HasAvx2Fma().
 // The environment variable kWideLoopsVariable set to "0" (read at the first
-// call) keeps them at AVX2 width; results are the same bits either way.
+// call) keeps them at AVX2 width (and the nearest forward's reads plain, see
+// GathersAreFast); results are the same bits either way.
 bool PrefersWideLoops();
 inline constexpr const char* kWideLoopsVariable = "JAX_GRIDSAMPLE_CPU_WIDE_LOOPS";
 
