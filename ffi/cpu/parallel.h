@@ -1,12 +1,17 @@
 // Work splitting over the XLA FFI intra-op thread pool.
 //
 // ParallelFor(pool, n, f) calls f(i) once for every chunk i in [0, n).
-// Chunks are claimed through an atomic counter kept in shared state; the
-// calling thread claims chunks too, and then waits only until every chunk has
-// COMPLETED. It never waits for a helper task to start, so a busy (or
-// single-threaded) pool cannot deadlock us: if no helper ever runs, the
-// caller does all the work, and helpers that start late find no chunk left and
-// return without touching `f` (which may be gone by then).
+// Chunks are claimed through an atomic range kept in shared state: the
+// calling thread claims them from the front, helpers from the back, so that
+// with two threads each keeps the same chunks, and their data in its cache,
+// from call to call on the same input (2D nearest forward, 8 x 32 x 64 x 64,
+// under jax.jit on a 2-core Xeon VM, medians of alternating bursts:
+// 0.156-0.163 -> 0.151-0.156 ms; 2D bilinear 0.293 -> 0.285). The caller
+// then waits only until every chunk has COMPLETED. It never waits for a
+// helper task to start, so a busy (or single-threaded) pool cannot deadlock
+// us: if no helper ever runs, the caller does all the work, and helpers that
+// start late find no chunk left and return without touching `f` (which may
+// be gone by then).
 //
 // A pool thread that was asleep starts a helper task 40-80 us after it is
 // scheduled on the VMs we measured (median 43 us on a 2-core Xeon VM), as
@@ -45,22 +50,40 @@ namespace gs_cpu {
 namespace detail {
 
 struct ParallelState {
+  // The most chunks one state holds (ParallelFor runs more in windows).
+  static constexpr int64_t kMaxChunks = 0xffffffff;
   explicit ParallelState(int64_t n, const std::function<void(int64_t)>* f)
-      : num_chunks(n), fn(f) {}
+      : num_chunks(n), fn(f), unclaimed(static_cast<uint64_t>(n) << 32) {}
   const int64_t num_chunks;
   // Valid while completed < num_chunks (the caller is still waiting then).
   const std::function<void(int64_t)>* fn;
-  std::atomic<int64_t> next{0};
+  // The chunks nobody has claimed: [front, back), front in the low 32 bits.
+  std::atomic<uint64_t> unclaimed;
   std::atomic<int64_t> completed{0};
   std::mutex mu;
   std::condition_variable cv;
+
+  // The first (or, from_back, the last) unclaimed chunk, now claimed; -1
+  // when none is left.
+  int64_t Claim(bool from_back) {
+    uint64_t r = unclaimed.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t front = r & 0xffffffffu, back = r >> 32;
+      if (front >= back) return -1;
+      const uint64_t rest = from_back ? front | (back - 1) << 32 : (front + 1) | back << 32;
+      if (unclaimed.compare_exchange_weak(r, rest, std::memory_order_relaxed)) {
+        return static_cast<int64_t>(from_back ? back - 1 : front);
+      }
+    }
+  }
 };
 
-// Runs chunks until none is left; returns after the last claimed one.
-inline void RunChunks(const std::shared_ptr<ParallelState>& s) {
+// Runs chunks until none is left; returns after the last claimed one. The
+// caller claims from the front, helpers from the back.
+inline void RunChunks(const std::shared_ptr<ParallelState>& s, bool from_back) {
   for (;;) {
-    const int64_t i = s->next.fetch_add(1, std::memory_order_relaxed);
-    if (i >= s->num_chunks) return;
+    const int64_t i = s->Claim(from_back);
+    if (i < 0) return;
     (*s->fn)(i);
     if (s->completed.fetch_add(1, std::memory_order_acq_rel) + 1 == s->num_chunks) {
       std::lock_guard<std::mutex> lock(s->mu);
@@ -122,7 +145,7 @@ class Lingerers {
       }
       std::shared_ptr<ParallelState> work = WaitForOffer();
       if (work == nullptr) return;
-      RunChunks(work);
+      RunChunks(work, true);
     }
   }
 
@@ -171,16 +194,23 @@ inline void ParallelFor(xla::ffi::ThreadPool& pool, int64_t num_chunks,
     for (int64_t i = 0; i < num_chunks; ++i) f(i);
     return;
   }
+  if (num_chunks > detail::ParallelState::kMaxChunks) {
+    for (int64_t base = 0; base < num_chunks; base += detail::ParallelState::kMaxChunks) {
+      const int64_t n = std::min(num_chunks - base, detail::ParallelState::kMaxChunks);
+      ParallelFor(pool, n, [&f, base](int64_t i) { f(base + i); });
+    }
+    return;
+  }
   auto state = std::make_shared<detail::ParallelState>(num_chunks, &f);
   const int64_t helpers = std::min(threads, num_chunks) - 1;
   for (int64_t h = detail::Lingerers::Get().Offer(state, helpers); h < helpers; ++h) {
     pool.Schedule([state]() mutable {
-      detail::RunChunks(state);
+      detail::RunChunks(state, true);
       state.reset();
       detail::Lingerers::Get().Linger();
     });
   }
-  detail::RunChunks(state);
+  detail::RunChunks(state, false);
   if (detail::SpinUntilCompleted(*state)) return;
   std::unique_lock<std::mutex> lock(state->mu);
   state->cv.wait(lock, [&] {
