@@ -291,12 +291,6 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
       }
     }
   }
-  if constexpr (kInterp == gs::kNearest) {
-    int32_t lowest = 0;
-    for (int b = 0; b < cnt; ++b) lowest = std::min(lowest, st->off[0][b]);
-    st->all_in = lowest >= 0;
-    for (int b = 0; b < ((cnt + 15) & ~15); ++b) st->off_safe[b] = std::max(st->off[0][b], 0);
-  }
 }
 
 template <int K, int kInterp, bool kTapTables>
