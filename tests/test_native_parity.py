@@ -513,7 +513,8 @@ def _forward_bytes_all_modes():
             (2, 3), MODES, PADDINGS, (False, True), (False, True)):
         if dims == 3 and mode == "bicubic":
             continue
-        x, grid, _ = random_case(dims, rng, dtype=np.float32, channels=8,
+        # 16 channels last: the 512-bit channels-last sampler takes whole vectors of 16.
+        x, grid, _ = random_case(dims, rng, dtype=np.float32, channels=16 if channels_last else 8,
                                  out_spatial=(7, 9, 5)[:dims])
         flat = grid.reshape(-1)
         flat[:6] = [np.nan, np.inf, -np.inf, 1e30, -3e9, 0.5]
@@ -534,8 +535,9 @@ sys.stdout.buffer.write(pickle.dumps(t._forward_bytes_all_modes()))
 
 @pytest.mark.skipif(ON_CUDA, reason="CPU instruction-set property")
 def test_vector_width_does_not_change_results():
-    """The coordinate loops compiled for 512-bit vectors (used where the CPU prefers them) and
-    for AVX2 (JAX_GRIDSAMPLE_CPU_WIDE_LOOPS=0, in a subprocess) give the same bits."""
+    """The coordinate loops and the channels-last sampler with 512-bit vectors (used where the
+    CPU prefers them) and with AVX2 (JAX_GRIDSAMPLE_CPU_WIDE_LOOPS=0, in a subprocess) give the
+    same bits."""
     proc = _run_python(_AVX2_WIDTH_SUBPROCESS, os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     narrow_isa, narrow = pickle.loads(proc.stdout)

@@ -16,7 +16,8 @@
 // - grid_sample_avx2_tiles.cc: from channels-last pixels (the input itself,
 //   or a copy of channels-first input), plain vector loads instead of
 //   gathers; points one at a time into channels-last output, tiles of points
-//   x channels into channels-first output.
+//   x channels into channels-first output (channels last with 512-bit
+//   vectors where the CPU prefers them: PrefersWideLoops).
 // Both give bitwise the same results. Outputs of 1 MiB or more are written
 // with non-temporal stores (output_store_avx2.h).
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_

@@ -39,7 +39,8 @@ namespace ffi = xla::ffi;
 // Whether this CPU has AVX2 and FMA (false on other architectures).
 bool HasAvx2Fma();
 
-// Whether per-point coordinate loops should run at 512 bits (functions with
+// Whether per-point coordinate loops (and the forward's sums over channels-last
+// input, SampleChannelsLastWide) should run at 512 bits (functions with
 // target(GS_CPU_WIDE_TARGET)): AVX-512 F, VL, BW, DQ and VBMI2, the last one
 // standing for the cores (Ice Lake, Zen 4 and later) that run 512-bit vectors
 // without the clock penalty of the first AVX-512 cores. Implies HasAvx2Fma().
