@@ -276,7 +276,7 @@ __attribute__((target(GS_CPU_WIDE_TARGET), always_inline)) inline __m512 PointSu
 // output, with 512-bit vectors where the CPU prefers them (PrefersWideLoops):
 // half the loads and multiply-adds of 256-bit vectors. (8, 64, 64, 32)
 // bilinear, two threads of benchmarks/forward_kernel.cc on a Xeon VM:
-// 0.215-0.216 -> 0.195-0.198 ms.
+// 0.210-0.215 -> 0.192-0.193 ms.
 template <int K, int kInterp>
 __attribute__((target(GS_CPU_WIDE_TARGET))) void SampleChannelsLastWide(
     const SoaTaps<K, kInterp>* __restrict st, int cnt, const float* pixels, const float* zeros,
