@@ -218,57 +218,57 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadPointTaps(
   }
 }
 
-// Channels [c, c + 8) (or [c, c + 4) for kV == 4, in the low half) of one
-// point: the gather path's sum (GatherDot / BicubicPoint), in its order.
-template <int K, int kInterp, int kV>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
-    const PointTaps<K, kInterp>& pt, int64_t c) {
+// The gather path's sum (GatherDot / BicubicPoint), in its order, of the
+// channels of one point that load(t) reads from its tap t, with the weights w
+// (PointTaps::w): V (__m256 or __m512) lanes at a time, the same operations
+// per lane either way, so the same bits. Multiplies and adds are GCC's vector
+// operators (contraction is off); fma(a, b, s) is the fused a * b + s.
+template <int K, int kInterp, typename V, typename Load, typename Fma>
+GS_CPU_INLINE V SumOfTaps(const V* w, Load load, Fma fma) {
   using PT = PointTaps<K, kInterp>;
   if constexpr (PT::kSeparable) {
-    __m256 q[4];
+    V q[4];
     for (int j = 0; j < 4; ++j) {
-      __m256 pv[4];
-      for (int i = 0; i < 4; ++i) {
-        pv[i] = _mm256_mul_ps(pt.w[i], LoadChannels<kV>(pt.row[4 * j + i] + c));
-      }
-      q[j] = _mm256_mul_ps(pt.w[4 + j], _mm256_add_ps(_mm256_add_ps(pv[0], pv[1]),
-                                                      _mm256_add_ps(pv[2], pv[3])));
+      V pv[4];
+      for (int i = 0; i < 4; ++i) pv[i] = w[i] * load(4 * j + i);
+      q[j] = w[4 + j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
     }
-    return _mm256_add_ps(_mm256_add_ps(q[0], q[1]), _mm256_add_ps(q[2], q[3]));
+    return (q[0] + q[1]) + (q[2] + q[3]);
   } else {
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int t = 0; t < PT::kTaps; ++t) {
-      acc[t & 1] = _mm256_fmadd_ps(pt.w[t], LoadChannels<kV>(pt.row[t] + c), acc[t & 1]);
-    }
-    return PT::kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
+    V acc[2] = {V{}, V{}};
+    for (int t = 0; t < PT::kTaps; ++t) acc[t & 1] = fma(w[t], load(t), acc[t & 1]);
+    return PT::kTaps == 1 ? acc[0] : acc[0] + acc[1];
   }
 }
 
-// PointSum for channels [c, c + 16) with 512-bit vectors, from the taps in pt
-// and the weights w (PointTaps::w as 16 lanes): per lane the same operations
-// in the same order, so the same bits.
+// Channels [c, c + 8) (or [c, c + 4) for kV == 4, in the low half) of one
+// point (SumOfTaps).
+template <int K, int kInterp, int kV>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
+    const PointTaps<K, kInterp>& pt, int64_t c) {
+  return SumOfTaps<K, kInterp>(
+      pt.w,
+      [&](int t) __attribute__((target("avx2,fma"))) {
+        return LoadChannels<kV>(pt.row[t] + c);
+      },
+      [](__m256 a, __m256 b, __m256 s) __attribute__((target("avx2,fma"))) {
+        return _mm256_fmadd_ps(a, b, s);
+      });
+}
+
+// Channels [c, c + 16) of one point with 512-bit vectors (SumOfTaps), the
+// weights w as 16 lanes.
 template <int K, int kInterp>
 __attribute__((target(GS_CPU_WIDE_TARGET), always_inline)) inline __m512 PointSumWide(
     const PointTaps<K, kInterp>& pt, const __m512* w, int64_t c) {
-  using PT = PointTaps<K, kInterp>;
-  if constexpr (PT::kSeparable) {
-    __m512 q[4];
-    for (int j = 0; j < 4; ++j) {
-      __m512 pv[4];
-      for (int i = 0; i < 4; ++i) {
-        pv[i] = _mm512_mul_ps(w[i], _mm512_loadu_ps(pt.row[4 * j + i] + c));
-      }
-      q[j] = _mm512_mul_ps(w[4 + j], _mm512_add_ps(_mm512_add_ps(pv[0], pv[1]),
-                                                    _mm512_add_ps(pv[2], pv[3])));
-    }
-    return _mm512_add_ps(_mm512_add_ps(q[0], q[1]), _mm512_add_ps(q[2], q[3]));
-  } else {
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int t = 0; t < PT::kTaps; ++t) {
-      acc[t & 1] = _mm512_fmadd_ps(w[t], _mm512_loadu_ps(pt.row[t] + c), acc[t & 1]);
-    }
-    return PT::kTaps == 1 ? acc[0] : _mm512_add_ps(acc[0], acc[1]);
-  }
+  return SumOfTaps<K, kInterp>(
+      w,
+      [&](int t) __attribute__((target(GS_CPU_WIDE_TARGET))) {
+        return _mm512_loadu_ps(pt.row[t] + c);
+      },
+      [](__m512 a, __m512 b, __m512 s) __attribute__((target(GS_CPU_WIDE_TARGET))) {
+        return _mm512_fmadd_ps(a, b, s);
+      });
 }
 
 // The channels-last branch of SamplePoints (pixels in place, channels a
