@@ -144,39 +144,6 @@ GS_CPU_INLINE void StoreLanes(T* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// The two taps along one axis of W points, as the pair tables read them
-// (FillPairs): indices base and base + 1, where base = min(i0, size - 2), or
-// 0 when i0 is out of range (then i1 = 0); so both stay inside the axis
-// (size >= 2). Index base is a tap exactly when i1 is in range (it is i0, or
-// i1 = 0 when i0 = -1), base + 1 exactly when i0 is (it is i1, or i0 =
-// size - 1 when i1 = size). A point with one tap in range has its two
-// weights swapped, so that each index carries the weight of its tap.
-template <int W>
-struct PairAxis {
-  typename Lanes<W>::I base;    // the first index of the pair (0 when none is a tap)
-  typename Lanes<W>::I any;     // all bits set when the point has a tap along the axis
-  typename Lanes<W>::I tap[2];  // all bits set when index base + s is a tap
-  typename Lanes<W>::F w[2];    // the weight of index base + s
-};
-
-template <int W>
-GS_CPU_INLINE PairAxis<W> PairAxisOf(const int32_t* i0, const int32_t* i1, const float* w0,
-                                     const float* w1, int32_t size) {
-  using I = typename Lanes<W>::I;
-  using F = typename Lanes<W>::F;
-  const I x0 = LoadLanes<I>(i0), x1 = LoadLanes<I>(i1);
-  const I in0 = x0 > -1, in1 = x1 > -1, swap = in0 ^ in1;
-  const F v0 = LoadLanes<F>(w0), v1 = LoadLanes<F>(w1);
-  PairAxis<W> a;
-  a.base = (x0 < size - 2 ? x0 : size - 2) & in0;
-  a.any = in0 | in1;
-  a.tap[0] = in1;
-  a.tap[1] = in0;
-  a.w[0] = swap ? v1 : v0;
-  a.w[1] = swap ? v0 : v1;
-  return a;
-}
-
 // Entries [16 k, 16 k + 16) of the pair tables' layout of W points from
 // their first floats f and second floats s (lanes W + i), for k < W / 8:
 // points 0 1 4 5, then 2 3 6 7 (of the k-th 8), each first then second.
@@ -196,75 +163,122 @@ GS_CPU_INLINE void StorePairLayout(float* dst, const typename Lanes<W>::F& f,
   }
 }
 
-// Bilinear: the pair tables of SoaTaps (after FillSoaTaps without its
-// per-tap tables), W points at a time. Each row of a point's taps is one
-// 8-byte read that stays inside the plane. Weights: (wx * wy) * wz, as
-// FillSoaTaps forms them, and 0 for a float that is no tap. The swaps
-// (PairAxis) move a tap between the two floats of a pair or between two rows
-// only when the other one is no tap: its product then lands in the sum
-// where the gather path adds its 0, and the sums come out the same either
-// way round.
+// Bilinear: the pair weights of SoaTaps from FillPairAxes's per-axis
+// weights, W points at a time: per row of a point's taps, each float's
+// weight (wx * wy) * wz, as FillSoaTaps forms a tap's weight, and 0 for a
+// float that is no tap (a factor is 0 then; the weights are finite and not
+// negative, so the product is +0, as a masked one). Each row of a point's
+// taps is one 8-byte read that stays inside the plane. The swaps move a tap
+// between the two floats of a pair, or between two rows, only when the
+// other one is no tap: its product then lands in the sum where the gather
+// path adds its 0, and the sums come out the same either way round.
 template <int W, int K, int kInterp>
-GS_CPU_INLINE void FillPairsBody(int cnt, const Geometry& g, SoaTaps<K, kInterp>* __restrict st) {
+GS_CPU_INLINE void FillPairWeightsBody(int cnt, const Geometry& g,
+                                       SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
-  using I = typename Lanes<W>::I;
   using F = typename Lanes<W>::F;
   const int32_t w = static_cast<int32_t>(g.w), h = static_cast<int32_t>(g.h);
   for (int r = 0; r < ST::kPairRows; ++r) st->pair_step[r] = (r & 1) * w + (r >> 1) * h * w;
   for (int b = 0; b < ((cnt + 15) & ~15); b += W) {
-    auto axis = [&](int a, int32_t size) {
-      return PairAxisOf<W>(st->ax[a][0] + b, st->ax[a][1] + b, st->aw[a][0] + b,
-                           st->aw[a][1] + b, size);
-    };
-    const PairAxis<W> x = axis(0, w), y = axis(1, h);
-    I row = y.base, any = x.any & y.any;
-    PairAxis<W> z;
-    if constexpr (K == 3) {
-      z = axis(2, static_cast<int32_t>(g.d));
-      row = z.base * h + row;
-      any = any & z.any;
+    F aw[K][2];
+    for (int a = 0; a < K; ++a) {
+      for (int s = 0; s < 2; ++s) aw[a][s] = LoadLanes<F>(st->pair_aw[a][s] + b);
     }
-    // The pair's last float, row * w + base + 1 + pair_step[kPairRows - 1],
-    // is < plane <= INT32_MAX.
-    StoreLanes(st->pair_off + b, (row * w + x.base) & any);
     for (int r = 0; r < ST::kPairRows; ++r) {
       const int j = r & 1, l = r >> 1;
-      I row_tap = y.tap[j];
-      if constexpr (K == 3) row_tap = row_tap & z.tap[l];
-      I m[2];
       F wt[2];
       for (int s = 0; s < 2; ++s) {
-        m[s] = x.tap[s] & row_tap;
-        wt[s] = x.w[s] * y.w[j];
-        if constexpr (K == 3) wt[s] = wt[s] * z.w[l];
-        wt[s] = (F)((I)wt[s] & m[s]);  // vector casts reinterpret the bits
+        wt[s] = aw[0][s] * aw[1][j];
+        if constexpr (K == 3) wt[s] = wt[s] * aw[2][l];
       }
       StorePairLayout<W>(st->pair_w[r] + 2 * b, wt[0], wt[1]);
+    }
+  }
+}
+
+// Bilinear: the pair masks of SoaTaps (whether each float of a pair is a
+// tap) from the tap indices of FillPairAxes<K, true>, for the reads with
+// masks.
+// Index base of a pair is a tap exactly when i1 is in range (it is i0, or
+// i1 = 0 when i0 = -1), base + 1 exactly when i0 is (it is i1, or i0 =
+// size - 1 when i1 = size).
+template <int W, int K, int kInterp>
+GS_CPU_INLINE void FillPairMasksBody(int cnt, SoaTaps<K, kInterp>* __restrict st) {
+  using ST = SoaTaps<K, kInterp>;
+  using F = typename Lanes<W>::F;
+  using I = typename Lanes<W>::I;
+  for (int b = 0; b < ((cnt + 15) & ~15); b += W) {
+    I tap[K][2];
+    for (int a = 0; a < K; ++a) {
+      tap[a][0] = LoadLanes<I>(st->ax[a][1] + b) > -1;
+      tap[a][1] = LoadLanes<I>(st->ax[a][0] + b) > -1;
+    }
+    for (int r = 0; r < ST::kPairRows; ++r) {
+      const int j = r & 1, l = r >> 1;
+      I m[2];
+      for (int s = 0; s < 2; ++s) {
+        m[s] = tap[0][s] & tap[1][j];
+        if constexpr (K == 3) m[s] = m[s] & tap[2][l];
+      }
       StorePairLayout<W>(reinterpret_cast<float*>(st->pair_mask[r] + 2 * b), (F)m[0], (F)m[1]);
     }
   }
 }
 
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillPairsAvx2(int cnt, const Geometry& g,
-                                                       SoaTaps<K, kInterp>* __restrict st) {
-  FillPairsBody<8>(cnt, g, st);
+__attribute__((target("avx2,fma"))) void FillPairWeightsAvx2(int cnt, const Geometry& g,
+                                                             SoaTaps<K, kInterp>* __restrict st) {
+  FillPairWeightsBody<8>(cnt, g, st);
 }
 
 template <int K, int kInterp>
-__attribute__((target(GS_CPU_WIDE_TARGET))) void FillPairsWide(
+__attribute__((target(GS_CPU_WIDE_TARGET))) void FillPairWeightsWide(
     int cnt, const Geometry& g, SoaTaps<K, kInterp>* __restrict st) {
-  FillPairsBody<16>(cnt, g, st);
+  FillPairWeightsBody<16>(cnt, g, st);
 }
 
-// With 512-bit vectors where the CPU prefers them (PrefersWideLoops).
 template <int K, int kInterp>
-void FillPairs(int cnt, const Geometry& g, SoaTaps<K, kInterp>* __restrict st) {
+__attribute__((target("avx2,fma"))) void FillPairMasksAvx2(int cnt,
+                                                           SoaTaps<K, kInterp>* __restrict st) {
+  FillPairMasksBody<8>(cnt, st);
+}
+
+template <int K, int kInterp>
+__attribute__((target(GS_CPU_WIDE_TARGET))) void FillPairMasksWide(
+    int cnt, SoaTaps<K, kInterp>* __restrict st) {
+  FillPairMasksBody<16>(cnt, st);
+}
+
+// The pair tables of the first `cnt` points of `grid`, but for the masks
+// (FillPairMasks, only where a read needs them): FillPairAxes, then the
+// weights; with 512-bit vectors where the CPU prefers them
+// (PrefersWideLoops). (Before, per-axis tables, then the pair tables and
+// masks from them in a second pass: C3 512x512, two Xeon threads of
+// benchmarks/forward_kernel.cc, min of 400 passes, 0.95-0.98 -> 0.79-0.82 ms,
+// its coordinate pass 0.353 -> 0.237 ms; 2D bilinear 0.243 -> 0.236 ms.)
+template <int K, int kInterp>
+void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
+               SoaTaps<K, kInterp>* __restrict st) {
+  FillPairAxes<K, false>(grid, cnt, g, st);
   if (PrefersWideLoops()) {
-    FillPairsWide(cnt, g, st);
+    FillPairWeightsWide(cnt, g, st);
   } else {
-    FillPairsAvx2(cnt, g, st);
+    FillPairWeightsAvx2(cnt, g, st);
   }
+  st->pair_masks_ready = false;
+}
+
+// The pair masks of the same points (their indices computed again).
+template <int K, int kInterp>
+void FillPairMasks(const float* __restrict grid, int cnt, const Geometry& g,
+                   SoaTaps<K, kInterp>* __restrict st) {
+  FillPairAxes<K, true>(grid, cnt, g, st);
+  if (PrefersWideLoops()) {
+    FillPairMasksWide(cnt, st);
+  } else {
+    FillPairMasksAvx2(cnt, st);
+  }
+  st->pair_masks_ready = true;
 }
 
 // Eight int32 offsets as four 8-byte loads (the sampling loops are bound by
@@ -562,7 +576,7 @@ template <bool kAllIn, bool kGather, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
     int64_t c_begin, int64_t c_end, int64_t p0, int cnt, bool pairs, bool stream,
-    const SoaTaps<K, kInterp>* __restrict st) {
+    const float* block_grid, SoaTaps<K, kInterp>* __restrict st) {
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   // The next channel's plane (up to 64 KiB) is prefetched a few lines per
   // group of 16 points, so that its random reads find it in the cache when
@@ -591,6 +605,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
           ChannelRow<true, false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
     }
     if (!no_mask) {
+      if constexpr (kInterp == gs::kBilinear) {
+        if (pairs && !st->pair_masks_ready) FillPairMasks(block_grid, cnt, g, st);
+      }
       ChannelRow<false, false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
     }
   }
@@ -618,16 +635,17 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
   const int block = short_blocks ? 512 : ST::kB;
   for (int64_t p0 = p_begin; p0 < p_end; p0 += block) {
     const int cnt = static_cast<int>(std::min<int64_t>(block, p_end - p0));
-    if (pairs) {
-      FillSoaTaps<K, kInterp, false>(grid + (n * points + p0) * K, cnt, g, st);
-    } else {
-      FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
+    const float* block_grid = grid + (n * points + p0) * K;
+    if constexpr (kBilinear) {
+      if (pairs) {
+        FillPairs<K, kInterp>(block_grid, cnt, g, st);
+        // The points past the last group of 16 are read with masks.
+        if (cnt % 16 != 0) FillPairMasks(block_grid, cnt, g, st);
+      }
     }
+    if (!pairs) FillSoaTaps<K, kInterp>(block_grid, cnt, g, st);
     constexpr bool kBicubic2D = K == 2 && kInterp == gs::kBicubic;
     if constexpr (kBicubic2D) FillRows<K, kInterp>(cnt, g, st);
-    if constexpr (kBilinear) {
-      if (pairs) FillPairs<K, kInterp>(cnt, g, st);
-    }
     if (kBicubic2D && !kChannelsLast) {
       for (int64_t c = c_begin; c < c_end; ++c) {
         const float* src = input + (n * channels + c) * plane;
@@ -680,15 +698,15 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
         all_in = st->all_in;
         if (all_in && gather) {
           ChannelRows<true, true>(g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream,
-                                  st);
+                                  block_grid, st);
         } else if (all_in) {
           ChannelRows<true, false>(g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream,
-                                   st);
+                                   block_grid, st);
         }
       }
       if (!all_in) {
         ChannelRows<false, false>(g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream,
-                                  st);
+                                  block_grid, st);
       }
     } else {
       const float* src_n = input + n * plane * channels;

@@ -49,18 +49,23 @@ struct SoaTaps {
   uint8_t rowable[kRowB];
   // Bilinear, channels-first (see FillPairs). Per point, the offset of the
   // two floats (xb, xb + 1) that hold its x taps in its first row of taps
-  // (yb, zb), or 0 when it has no tap (an address that may be read); its
-  // rows r = j + 2 l (y index yb + j, z index zb + l) lie j w + l h w
-  // further. Per row r and group of 8 points, 16 entries: the pairs of
-  // points 0 1 4 5, then of 2 3 6 7, each as (first float, second float):
-  // whether that float is a tap (all bits set) or not (zero), and its weight
-  // (0 when it is no tap).
+  // (yb, zb), inside the plane also for a point without taps; its rows
+  // r = j + 2 l (y index yb + j, z index zb + l) lie j w + l h w further.
+  // Per row r and group of 8 points, 16 entries: the pairs of points
+  // 0 1 4 5, then of 2 3 6 7, each as (first float, second float): its
+  // weight (0 when it is no tap) and, only once FillPairMasks has run,
+  // whether it is a tap (all bits set) or not (zero).
   static constexpr int kPairRows = K == 2 ? 2 : 4;
   static constexpr int kPairStride = kInterp == gs::kBilinear ? kStride : 8;
   alignas(64) int32_t pair_off[kPairStride];
   alignas(64) int32_t pair_mask[kPairRows][2 * kPairStride];
   alignas(64) float pair_w[kPairRows][2 * kPairStride];
   int32_t pair_step[kPairRows];  // j w + l h w
+  // Bilinear, channels-first, per axis a and point (FillPairAxes): the
+  // weights of the pair's first and second index, 0 for one that is no tap.
+  alignas(64) float pair_aw[K][2][kPairStride];
+  // Whether pair_mask holds the masks of the current block (FillPairMasks).
+  bool pair_masks_ready = false;
   // Nearest: the tap offsets with 0 for "out of range" (an address that may
   // be read; see NearestDot).
   static constexpr int kSafeB = kInterp == gs::kNearest ? kB : 8;
@@ -222,13 +227,120 @@ GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, con
   }
 }
 
+// Bilinear pairs (see FillPairs in grid_sample_avx2.cc): per point, the
+// gs::ComputeAxisTaps of each axis and, in the same loop, what the pair
+// tables need of them: along each axis the pair's first index base =
+// min(i0, size - 2) (0 when i0 is out of range; then i1 is 0 or out of range
+// too), and the weights of indices base and base + 1 (pair_aw: a point with
+// one tap in range has its two weights swapped, so that each index carries
+// its tap's; 0 for an index that is no tap); and the offset of the point's
+// first row of taps (pair_off). With kIndices, also the tap indices, to ax
+// as AxisSoaLoop stores them (FillPairMasks reads them).
+template <int K, int kPad, bool kAlign, int kB, bool kIndices, bool kModerate>
+GS_CPU_INLINE void PairAxesLoop(const float* __restrict grid, int cnt, const int64_t* sizes,
+                                int32_t (*__restrict ix)[2][kB], float (*__restrict pw)[2][kB],
+                                int32_t* __restrict off) {
+  const int32_t w32 = static_cast<int32_t>(sizes[0]);
+  const int32_t h32 = static_cast<int32_t>(sizes[1]);
+  for (int b = 0; b < cnt; ++b) {
+    int32_t base[K];
+#pragma GCC unroll 3
+    for (int a = 0; a < K; ++a) {
+      gs::AxisTaps<float, 2, int32_t> t;
+      gs::ComputeAxisTaps<gs::kBilinear, float, int32_t, kModerate>(grid[b * K + a], sizes[a],
+                                                                     kPad, kAlign, &t);
+      const bool in0 = t.idx[0] >= 0, in1 = t.idx[1] >= 0;
+      const int32_t last = static_cast<int32_t>(sizes[a]) - 2;
+      base[a] = in0 ? std::min(t.idx[0], last) : 0;
+      // Swapped when one of the two is in range, then 0 where no tap is.
+      const float first = in0 ? t.w[0] : t.w[1];
+      const float second = in1 ? t.w[1] : t.w[0];
+      pw[a][0][b] = in1 ? first : 0.f;
+      pw[a][1][b] = in0 ? second : 0.f;
+      if constexpr (kIndices) {
+        ix[a][0][b] = t.idx[0];
+        ix[a][1][b] = t.idx[1];
+      }
+    }
+    const int32_t row = K == 3 ? base[2] * h32 + base[1] : base[1];
+    // Every base is in [0, size - 2], so the pair's last float is inside
+    // the plane (< plane <= INT32_MAX, SamplesPairs), also for a point
+    // without taps (its weights are all 0).
+    off[b] = row * w32 + base[0];
+  }
+}
+
+template <int K, int kPad, bool kAlign, int kB, bool kIndices>
+GS_CPU_INLINE void PairAxesBody(const float* __restrict grid, int cnt, const int64_t* sizes,
+                                int32_t (*__restrict ix)[2][kB], float (*__restrict pw)[2][kB],
+                                int32_t* __restrict off) {
+  bool moderate = true;
+  if constexpr (kPad == gs::kReflection) {
+    for (int a = 0; a < K; ++a) {
+      moderate = moderate && AllModerate<gs::F32Format, K>(grid + a, cnt, sizes[a]);
+    }
+  }
+  if (moderate) {
+    PairAxesLoop<K, kPad, kAlign, kB, kIndices, true>(grid, cnt, sizes, ix, pw, off);
+  } else {
+    PairAxesLoop<K, kPad, kAlign, kB, kIndices, false>(grid, cnt, sizes, ix, pw, off);
+  }
+}
+
+template <int K, int kPad, bool kAlign, int kB, bool kIndices>
+__attribute__((target("avx2,fma"), flatten)) void PairAxes(
+    const float* __restrict grid, int cnt, const int64_t* sizes, int32_t (*__restrict ix)[2][kB],
+    float (*__restrict pw)[2][kB], int32_t* __restrict off) {
+  PairAxesBody<K, kPad, kAlign, kB, kIndices>(grid, cnt, sizes, ix, pw, off);
+}
+
+template <int K, int kPad, bool kAlign, int kB, bool kIndices>
+__attribute__((target(GS_CPU_WIDE_TARGET), flatten)) void PairAxesWide(
+    const float* __restrict grid, int cnt, const int64_t* sizes, int32_t (*__restrict ix)[2][kB],
+    float (*__restrict pw)[2][kB], int32_t* __restrict off) {
+  PairAxesBody<K, kPad, kAlign, kB, kIndices>(grid, cnt, sizes, ix, pw, off);
+}
+
+// PairAxesLoop for `cnt` (<= kB) points of `grid`; entries [cnt,
+// round_up(cnt, 16)) get no tap (index -1, weight 0, offset 0). (Without
+// the indices, which only the reads with masks need: C3 512x512, two Xeon
+// threads, min of 400 passes, 0.82-0.83 -> 0.79 ms.)
+template <int K, bool kIndices>
+void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
+                  SoaTaps<K, gs::kBilinear>* __restrict st) {
+  using ST = SoaTaps<K, gs::kBilinear>;
+  constexpr int kStride = ST::kStride;
+  static_assert(ST::kPairStride == kStride, "bilinear pair tables");
+  const int64_t sizes[3] = {g.w, g.h, g.d};
+  DispatchPadding(g, [&](auto pad, auto align) {
+    constexpr int kPad = static_cast<int>(decltype(pad)::value);
+    constexpr bool kAlign = decltype(align)::value;
+    if (PrefersWideLoops()) {
+      PairAxesWide<K, kPad, kAlign, kStride, kIndices>(grid, cnt, sizes, st->ax, st->pair_aw,
+                                                       st->pair_off);
+    } else {
+      PairAxes<K, kPad, kAlign, kStride, kIndices>(grid, cnt, sizes, st->ax, st->pair_aw,
+                                                   st->pair_off);
+    }
+  });
+  for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
+    st->pair_off[b] = 0;
+    for (int a = 0; a < K; ++a) {
+      for (int i = 0; i < 2; ++i) {
+        st->ax[a][i][b] = -1;
+        st->pair_aw[a][i][b] = 0.f;
+      }
+    }
+  }
+}
+
 // The body of FillSoaTaps, inlined into its AVX2 and its 512-bit version.
-template <bool kWide, int K, int kInterp, bool kTapTables>
+template <bool kWide, int K, int kInterp>
 GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const Geometry& g,
                                    SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
   constexpr int kT1 = ST::kT1;
-  if constexpr (kInterp == gs::kNearest && kTapTables) {
+  if constexpr (kInterp == gs::kNearest) {
     FillNearestOffsets<kWide, K>(grid, cnt, g, st);
     return;
   }
@@ -255,7 +367,6 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
       }
     }
   }
-  if constexpr (!kTapTables) return;
   const int32_t w32 = static_cast<int32_t>(g.w);
   const int32_t h32 = static_cast<int32_t>(g.h);
   constexpr int kTz = K == 3 ? kT1 : 1;
@@ -293,35 +404,33 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
   }
 }
 
-template <int K, int kInterp, bool kTapTables>
+template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void FillSoaTapsAvx2(const float* __restrict grid, int cnt,
                                                          const Geometry& g,
                                                          SoaTaps<K, kInterp>* __restrict st) {
-  FillSoaTapsBody<false, K, kInterp, kTapTables>(grid, cnt, g, st);
+  FillSoaTapsBody<false, K, kInterp>(grid, cnt, g, st);
 }
 
-template <int K, int kInterp, bool kTapTables>
+template <int K, int kInterp>
 __attribute__((target(GS_CPU_WIDE_TARGET))) void FillSoaTapsWide(
     const float* __restrict grid, int cnt, const Geometry& g,
     SoaTaps<K, kInterp>* __restrict st) {
-  FillSoaTapsBody<true, K, kInterp, kTapTables>(grid, cnt, g, st);
+  FillSoaTapsBody<true, K, kInterp>(grid, cnt, g, st);
 }
 
 // Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
 // entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
-// Without kTapTables, only the per-axis tables are filled (the pair sampler
-// builds its own from them, see FillPairs); nearest fills only its per-tap
-// tables (FillNearestOffsets). (A template parameter: as a run-time flag,
-// GCC no longer vectorized the tap loops of the instances called both ways.)
-// With 512-bit vectors where the CPU prefers them (PrefersWideLoops): the 2D
-// nearest border fill took 3.6 -> 2.4 us per 4096 points on a Zen 5 core.
-template <int K, int kInterp, bool kTapTables = true>
+// Nearest fills only its per-tap tables (FillNearestOffsets); the bilinear
+// pair sampler has its own (FillPairAxes). With 512-bit vectors where the
+// CPU prefers them (PrefersWideLoops): the 2D nearest border fill took
+// 3.6 -> 2.4 us per 4096 points on a Zen 5 core.
+template <int K, int kInterp>
 void FillSoaTaps(const float* __restrict grid, int cnt, const Geometry& g,
                  SoaTaps<K, kInterp>* __restrict st) {
   if (PrefersWideLoops()) {
-    FillSoaTapsWide<K, kInterp, kTapTables>(grid, cnt, g, st);
+    FillSoaTapsWide<K, kInterp>(grid, cnt, g, st);
   } else {
-    FillSoaTapsAvx2<K, kInterp, kTapTables>(grid, cnt, g, st);
+    FillSoaTapsAvx2<K, kInterp>(grid, cnt, g, st);
   }
 }
 
