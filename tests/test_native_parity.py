@@ -284,27 +284,29 @@ def test_forward_paths_agree_bitwise(dims, mode, spatial, out_spatial, channels,
 
 
 @pytest.mark.parametrize("padding", PADDINGS)
-@pytest.mark.parametrize("dims,spatial,out_spatial", [(2, (9, 7), (13, 11)),
-                                                      (2, (9, 7), (16, 12)),
-                                                      (3, (4, 5, 3), (5, 4, 7))],
-                         ids=["2d", "2d-groups-of-16", "3d"])
-def test_forward_nonfinite_input_values(dims, spatial, out_spatial, padding):
+@pytest.mark.parametrize("dims,batch,spatial,out_spatial", [(2, 2, (9, 7), (13, 11)),
+                                                            (2, 2, (9, 7), (16, 12)),
+                                                            (3, 2, (4, 5, 3), (5, 4, 7)),
+                                                            (3, 1, (4, 5, 3), (4, 4, 8))],
+                         ids=["2d", "2d-groups-of-16", "3d", "3d-one-element-groups-of-16"])
+def test_forward_nonfinite_input_values(dims, batch, spatial, out_spatial, padding):
     """Float32 bilinear forward, channels first, of an input that holds infinities and NaNs:
     the pairs of floats are read without masks until a sum is not finite, then with masks (a
     float of a pair that is no tap has weight 0, and 0 * inf is NaN), which are made for the
     block only then, unless points past its last group of 16 needed them already ("2d" has
-    such points, "2d-groups-of-16" none: it fails when the masks are not made for the second
-    reading). Channel 2 has inf in its
+    such points; the "groups-of-16" cases have none, and fail when the masks are not made for
+    the second reading). In 3D, two elements on two threads go through a channels-last copy
+    instead; one element takes the pairs. Channel 2 has inf in its
     second column and NaN in its second-to-last row, floats that the pairs of points at the
     edges read without their being taps; channel 4 has one -inf; the others are finite. The
     output equals the channels-last path's bitwise (infinities and NaNs in the same places) and
     the float64 reference's."""
     rng = np.random.default_rng(13)
-    x = rng.standard_normal((2, 6) + spatial).astype(np.float32)
+    x = rng.standard_normal((batch, 6) + spatial).astype(np.float32)
     x[:, 2, ..., 1] = np.inf
     x[:, 2, ..., -2, :] = np.nan
-    x[1, 4].flat[7] = -np.inf
-    grid = rng.uniform(-1.2, 1.2, (2,) + out_spatial + (dims,)).astype(np.float32)
+    x[-1, 4].flat[7] = -np.inf
+    grid = rng.uniform(-1.2, 1.2, (batch,) + out_spatial + (dims,)).astype(np.float32)
     args = (MODES["bilinear"], PADDINGS[padding], False)
     first = np.asarray(native_forward(x, grid, *args))
     np.testing.assert_array_equal(first, np.asarray(native_forward(x, grid, *args, True)))
