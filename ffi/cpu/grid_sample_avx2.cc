@@ -254,8 +254,8 @@ __attribute__((target(GS_CPU_WIDE_TARGET))) void FillPairMasksWide(
 // weights; with 512-bit vectors where the CPU prefers them
 // (PrefersWideLoops). (Before, per-axis tables, then the pair tables and
 // masks from them in a second pass: C3 512x512, two Xeon threads of
-// benchmarks/forward_kernel.cc, min of 400 passes, 0.95-0.98 -> 0.79-0.82 ms,
-// its coordinate pass 0.353 -> 0.237 ms; 2D bilinear 0.243 -> 0.236 ms.)
+// benchmarks/forward_kernel.cc, min of 400 passes, 0.94-0.98 -> 0.79-0.82 ms,
+// its coordinate pass 0.351-0.354 -> 0.236 ms; 2D bilinear 0.243 -> 0.236.)
 template <int K, int kInterp>
 void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
                SoaTaps<K, kInterp>* __restrict st) {
