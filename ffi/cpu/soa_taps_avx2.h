@@ -131,6 +131,20 @@ __attribute__((target(GS_CPU_WIDE_TARGET), flatten)) void AxisSoaWide(
   AxisSoaBody<K, kInterp, kPad, kAlign, kB, kDmult>(coord, cnt, size, ix, wx, dm);
 }
 
+// Whether the loops over all K axes of `cnt` points may take the
+// vectorizable form (see AxisSoaBody): always, but for reflection with a
+// coordinate that is not moderate on some axis.
+template <int K, int kPad>
+GS_CPU_INLINE bool AxesModerate(const float* __restrict grid, int cnt, const int64_t* sizes) {
+  bool moderate = true;
+  if constexpr (kPad == gs::kReflection) {
+    for (int a = 0; a < K; ++a) {
+      moderate = moderate && AllModerate<gs::F32Format, K>(grid + a, cnt, sizes[a]);
+    }
+  }
+  return moderate;
+}
+
 // Nearest: each point's tap offset (or -1), its "safe" offset (0 for -1)
 // and weight 1, in one pass over the points (the per-axis tables are not
 // needed); returns the lowest offset. The same gs::ComputeAxisTaps calls as
@@ -172,13 +186,7 @@ template <int K, int kPad, bool kAlign>
 GS_CPU_INLINE int32_t NearestOffsetsBody(const float* __restrict grid, int cnt,
                                          const int64_t* sizes, int32_t* __restrict off,
                                          int32_t* __restrict off_safe, float* __restrict w) {
-  bool moderate = true;
-  if constexpr (kPad == gs::kReflection) {
-    for (int a = 0; a < K; ++a) {
-      moderate = moderate && AllModerate<gs::F32Format, K>(grid + a, cnt, sizes[a]);
-    }
-  }
-  if (moderate) {
+  if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
     return NearestOffsetsLoop<K, kPad, kAlign, true>(grid, cnt, sizes, off, off_safe, w);
   }
   return NearestOffsetsLoop<K, kPad, kAlign, false>(grid, cnt, sizes, off, off_safe, w);
@@ -274,13 +282,7 @@ template <int K, int kPad, bool kAlign, int kB, bool kIndices>
 GS_CPU_INLINE void PairAxesBody(const float* __restrict grid, int cnt, const int64_t* sizes,
                                 int32_t (*__restrict ix)[2][kB], float (*__restrict pw)[2][kB],
                                 int32_t* __restrict off) {
-  bool moderate = true;
-  if constexpr (kPad == gs::kReflection) {
-    for (int a = 0; a < K; ++a) {
-      moderate = moderate && AllModerate<gs::F32Format, K>(grid + a, cnt, sizes[a]);
-    }
-  }
-  if (moderate) {
+  if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
     PairAxesLoop<K, kPad, kAlign, kB, kIndices, true>(grid, cnt, sizes, ix, pw, off);
   } else {
     PairAxesLoop<K, kPad, kAlign, kB, kIndices, false>(grid, cnt, sizes, ix, pw, off);
