@@ -335,6 +335,31 @@ def test_forward_planes_beyond_the_l2(padding):
     assert_close(first, expected, TOL["float32"], "output")
 
 
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("spatial", [(256, 256), (256, 257), (16, 64, 64), (17, 64, 64)],
+                         ids=["2d-65536", "2d-65792", "3d-65536", "3d-69632"])
+def test_nearest_forward_around_16_bit_offsets(spatial, padding):
+    """Float32 nearest forward, channels first: planes of up to 65536 floats keep their tap
+    offsets as 16 bits, larger ones as 32 (NarrowSafeOffsets). Planes at and just past that
+    size, sampled at every corner (align_corners, so that a coordinate of 1 is the last pixel,
+    whose offset is 65535 in a plane of 65536) and at random points, some outside (zeros
+    padding then masks them), against the float64 reference and the channels-last path."""
+    rng = np.random.default_rng(15)
+    dims = len(spatial)
+    x = rng.standard_normal((1, 2) + spatial).astype(np.float32)
+    corners = np.array(list(itertools.product([-1.0, 1.0], repeat=dims)), np.float32)
+    points = rng.integers(-1126, 1127, (61, dims)) / 1024
+    grid = np.concatenate([corners, points]).astype(np.float32)
+    grid = grid.reshape((1,) + (1,) * (dims - 1) + (-1, dims))
+    args = (MODES["nearest"], PADDINGS[padding], True)
+    first = np.asarray(native_forward(x, grid, *args))
+    np.testing.assert_array_equal(first, np.asarray(native_forward(x, grid, *args, True)))
+    expected = reference_oracle(x, grid, np.zeros_like(first), "nearest", padding, True)[0]
+    assert_close(first, expected, TOL["float32"], "output")
+    # The corner that is the plane's last float, sampled as itself.
+    assert first.reshape(2, -1)[0, 2**dims - 1] == x[0, 0].flat[-1]
+
+
 @pytest.mark.parametrize("output_mask", [(True, True), (False, True)], ids=["both", "grid"])
 @pytest.mark.parametrize("channels", [1, 3, 8, 9, 17, 32])
 @pytest.mark.parametrize("dims,mode,padding", [(2, "bilinear", "zeros"),

@@ -389,43 +389,67 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 GatherDot(
   return kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
 }
 
+// The safe offsets (SoaTaps::off_safe16 or off_safe) of eight points as
+// scalars, 8 bytes a load (the sampling loops are bound by their loads):
+// four uint16 or two int32 offsets per load.
+template <typename Safe>
+__attribute__((target("avx2,fma"), always_inline)) inline void LoadSafeOffsets(
+    const Safe* safe, uint32_t (&o)[8]) {
+  constexpr int kBits = 8 * sizeof(Safe), kPerLoad = 64 / kBits;
+  constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+  for (int i = 0; i < 8 / kPerLoad; ++i) {
+    uint64_t q;
+    std::memcpy(&q, safe + kPerLoad * i, sizeof q);
+    for (int j = 0; j < kPerLoad; ++j) {
+      o[kPerLoad * i + j] = static_cast<uint32_t>((q >> (kBits * j)) & kMask);
+    }
+  }
+}
+
 // Nearest, points b .. b + 7 of one plane: eight plain loads at the safe
-// offsets (cheaper than a masked gather on the AMD cores we measured), lanes
-// out of range zeroed unless kAllIn (the caller knows every tap of the block
-// is in range). A tap's weight is 1, so GatherDot's multiply-add with it is
-// an add of 0, which gives the same bits; dropping the weight's load and the
-// mask took a stand-alone loop from 0.195 to 0.182 (mask kept) and 0.164
-// (kAllIn) ms per 1M outputs on a Zen 5 core. The offsets come two per load
-// (LoadOffsetPairs; that took another tenth off). kAllIn and kGather: one
-// vgatherdps instead (GathersAreFast).
-template <bool kAllIn, bool kGather, int K, int kInterp>
+// offsets `safe` (cheaper than a masked gather on the AMD cores we
+// measured), lanes out of range zeroed unless kAllIn (the caller knows every
+// tap of the block is in range). A tap's weight is 1, so GatherDot's
+// multiply-add with it is an add of 0, which gives the same bits; dropping
+// the weight's load and the mask took a stand-alone loop from 0.195 to 0.182
+// (mask kept) and 0.164 (kAllIn) ms per 1M outputs on a Zen 5 core. The
+// offsets come two per load (LoadOffsetPairs; that took another tenth off),
+// or four (uint16). kAllIn and kGather: one vgatherdps instead
+// (GathersAreFast).
+template <bool kAllIn, bool kGather, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
-    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+    const float* src, const Safe* __restrict safe, const SoaTaps<K, kInterp>* __restrict st,
+    int b) {
+  static_assert(std::is_same_v<Safe, int32_t> || std::is_same_v<Safe, uint16_t>);
   if constexpr (kAllIn && kGather) {
-    const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off_safe + b));
+    __m256i o;
+    if constexpr (std::is_same_v<Safe, uint16_t>) {
+      o = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(safe + b)));
+    } else {
+      o = _mm256_load_si256(reinterpret_cast<const __m256i*>(safe + b));
+    }
     return _mm256_add_ps(_mm256_i32gather_ps(src, o, 4), _mm256_setzero_ps());
   }
-  uint64_t at[4];
-  LoadOffsetPairs(st->off_safe + b, at);
-  auto first = [&](int i) { return src[static_cast<uint32_t>(at[i])]; };
-  auto second = [&](int i) { return src[static_cast<uint32_t>(at[i] >> 32)]; };
-  const __m128 lo = _mm_setr_ps(first(0), second(0), first(1), second(1));
-  const __m128 hi = _mm_setr_ps(first(2), second(2), first(3), second(3));
+  uint32_t o[8];
+  LoadSafeOffsets(safe + b, o);
+  const __m128 lo = _mm_setr_ps(src[o[0]], src[o[1]], src[o[2]], src[o[3]]);
+  const __m128 hi = _mm_setr_ps(src[o[4]], src[o[5]], src[o[6]], src[o[7]]);
   // + 0 turns -0.0 into +0.0, as 1 * v + 0 does (and the other kernels' sums).
   const __m256 v = _mm256_add_ps(_mm256_set_m128(hi, lo), _mm256_setzero_ps());
   if constexpr (kAllIn) return v;
-  const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[0] + b));
-  return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpgt_epi32(o, _mm256_set1_epi32(-1))));
+  const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[0] + b));
+  return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpgt_epi32(m, _mm256_set1_epi32(-1))));
 }
 
 // Points b .. b + 7 of one plane, summed over their taps: NearestDot for
-// nearest, PairDot when `pairs` (SamplesPairs), else GatherDot. kNoMask:
-// reads without masks (nearest: kAllIn; pairs: see ChannelRows).
-template <bool kNoMask, bool kGather, int K, int kInterp>
+// nearest (from its safe offsets `safe`; others ignore them), PairDot when
+// `pairs` (SamplesPairs), else GatherDot. kNoMask: reads without masks
+// (nearest: kAllIn; pairs: see ChannelRows).
+template <bool kNoMask, bool kGather, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
-    bool pairs, const float* src, const float* const* rows,
+    bool pairs, const float* src, const float* const* rows, const Safe* safe,
     const SoaTaps<K, kInterp>* __restrict st, int b) {
-  if constexpr (kInterp == gs::kNearest) return NearestDot<kNoMask, kGather>(src, st, b);
+  if constexpr (kInterp == gs::kNearest) return NearestDot<kNoMask, kGather>(src, safe, st, b);
   if constexpr (kInterp == gs::kBilinear) {
     if (pairs) return PairDot<kNoMask>(rows, st, b);
   }
@@ -501,10 +525,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
 // one-line prefetch without a loop, took the 2D nearest forward's loop from
 // about 75 to 62 instructions per 16 points: it was bound by issue.)
 // Returns false when pairs read without masks gave a sum that is not finite.
-template <bool kStream, bool kNoMask, bool kGather, int K, int kInterp>
+template <bool kStream, bool kNoMask, bool kGather, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
     const float* __restrict src, const float* const* rows, float* __restrict dst, int cnt16,
-    bool pairs, const char* next, int64_t next_bytes, int64_t lines,
+    bool pairs, const char* next, int64_t next_bytes, int64_t lines, const Safe* safe,
     const SoaTaps<K, kInterp>* __restrict st) {
   // Pairs without masks: a - a is +0 for a finite sum a, NaN for the others.
   constexpr bool kCheck = kNoMask && kInterp == gs::kBilinear;
@@ -520,8 +544,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
         _mm_prefetch(next + std::min(pf, next_bytes - 64), _MM_HINT_T0);
       }
     }
-    const __m256 a[2] = {Dot<kNoMask, kGather>(pairs, src, rows, st, b),
-                         Dot<kNoMask, kGather>(pairs, src, rows, st, b + 8)};
+    const __m256 a[2] = {Dot<kNoMask, kGather>(pairs, src, rows, safe, st, b),
+                         Dot<kNoMask, kGather>(pairs, src, rows, safe, st, b + 8)};
     for (int u = 0; u < 2; ++u) {
       if constexpr (kCheck) bad[u] = _mm256_or_ps(bad[u], _mm256_sub_ps(a[u], a[u]));
       if constexpr (kStream) {
@@ -541,10 +565,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
 // false when pairs read without masks gave a sum that is not finite: it may
 // come from a float that is no tap (0 * inf), so the row must be sampled
 // again with masks.
-template <bool kNoMask, bool kGather, int K, int kInterp>
+template <bool kNoMask, bool kGather, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
     const float* __restrict src, float* __restrict dst, int cnt, bool pairs, bool stream,
-    const char* next, int64_t next_bytes, int64_t lines, const SoaTaps<K, kInterp>* __restrict st) {
+    const char* next, int64_t next_bytes, int64_t lines, const Safe* safe,
+    const SoaTaps<K, kInterp>* __restrict st) {
   const int cnt8 = cnt & ~7;
   const int cnt16 = cnt & ~15;
   // The rows of a pair read: src + pair_step[r] + offset.
@@ -554,29 +579,30 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
   bool finite;
   if (stream && (reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
     finite = RowGroups<true, kNoMask, kGather>(src, rows, dst, cnt16, pairs, next, next_bytes,
-                                               lines, st);
+                                               lines, safe, st);
   } else {
     finite = RowGroups<false, kNoMask, kGather>(src, rows, dst, cnt16, pairs, next, next_bytes,
-                                                lines, st);
+                                                lines, safe, st);
   }
   if (cnt16 < cnt8) {
-    StoreOutput(dst + cnt16, Dot<false, false>(pairs, src, rows, st, cnt16), stream);
+    StoreOutput(dst + cnt16, Dot<false, false>(pairs, src, rows, safe, st, cnt16), stream);
   }
   if (cnt8 < cnt) {
     // Tail: the tables are padded to a multiple of 8; masked store.
     _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8),
-                        Dot<false, false>(pairs, src, rows, st, cnt8));
+                        Dot<false, false>(pairs, src, rows, safe, st, cnt8));
   }
   return finite;
 }
 
 // Channels-first output rows of the points p0 .. p0 + cnt - 1 (one block of
-// `st`), channel after channel; kAllIn and kGather as for NearestDot.
-template <bool kAllIn, bool kGather, int K, int kInterp>
+// `st`), channel after channel; kAllIn, kGather and `safe` as for
+// NearestDot.
+template <bool kAllIn, bool kGather, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
     int64_t c_begin, int64_t c_end, int64_t p0, int cnt, bool pairs, bool stream,
-    const float* block_grid, SoaTaps<K, kInterp>* __restrict st) {
+    const float* block_grid, const Safe* safe, SoaTaps<K, kInterp>* __restrict st) {
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   // The next channel's plane (up to 64 KiB) is prefetched a few lines per
   // group of 16 points, so that its random reads find it in the cache when
@@ -597,18 +623,18 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const char* next = reinterpret_cast<const char*>(src + plane);
     const int64_t lines = prefetch && c + 1 < c_end ? pf_lines : 0;
     if (kAllIn) {
-      ChannelRow<true, kGather>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
+      ChannelRow<true, kGather>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
       continue;
     }
     if (no_mask) {
       no_mask =
-          ChannelRow<true, false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
+          ChannelRow<true, false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
     }
     if (!no_mask) {
       if constexpr (kInterp == gs::kBilinear) {
         if (pairs && !st->pair_masks_ready) FillPairMasks(block_grid, cnt, g, st);
       }
-      ChannelRow<false, false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
+      ChannelRow<false, false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
     }
   }
 }
@@ -692,22 +718,29 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
         }
       }
     } else if (!kChannelsLast) {
-      // Nearest blocks whose taps are all in range read without a mask.
+      // Nearest reads the safe offsets that FillNearestOffsets wrote (the
+      // others ignore them), and blocks whose taps are all in range without
+      // a mask.
+      auto rows = [&](auto all_in, auto read_gather) __attribute__((target("avx2,fma"))) {
+        auto from = [&](const auto* safe) __attribute__((target("avx2,fma"))) {
+          ChannelRows<decltype(all_in)::value, decltype(read_gather)::value>(
+              g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream, block_grid, safe, st);
+        };
+        if constexpr (kInterp == gs::kNearest) {
+          if (NarrowSafeOffsets(g)) return from(st->off_safe16);
+        }
+        from(st->off_safe);
+      };
       bool all_in = false;
       if constexpr (kInterp == gs::kNearest) {
         all_in = st->all_in;
         if (all_in && gather) {
-          ChannelRows<true, true>(g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream,
-                                  block_grid, st);
+          rows(std::true_type{}, std::true_type{});
         } else if (all_in) {
-          ChannelRows<true, false>(g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream,
-                                   block_grid, st);
+          rows(std::true_type{}, std::false_type{});
         }
       }
-      if (!all_in) {
-        ChannelRows<false, false>(g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream,
-                                  block_grid, st);
-      }
+      if (!all_in) rows(std::false_type{}, std::false_type{});
     } else {
       const float* src_n = input + n * plane * channels;
       // Same sums as the channels-first path (bitwise): even taps into one
@@ -738,7 +771,7 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
           const int32_t o = st->off[t][b];
           if (o < 0) continue;
           rows[nt] = src_n + static_cast<int64_t>(o) * channels;
-          wts[nt] = st->w[t][b];
+          wts[nt] = st->TapWeight(t, b);
           parity[nt++] = t & 1;
         }
         int64_t c = 0;

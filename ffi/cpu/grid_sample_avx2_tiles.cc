@@ -214,7 +214,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadPointTaps(
       pt->w[4 + i] = _mm256_set1_ps(st->aw[1][i][b]);
     }
   } else {
-    for (int t = 0; t < PT::kTaps; ++t) pt->w[t] = _mm256_set1_ps(st->w[t][b]);
+    for (int t = 0; t < PT::kTaps; ++t) pt->w[t] = _mm256_set1_ps(st->TapWeight(t, b));
   }
 }
 
