@@ -38,11 +38,42 @@ def available() -> bool:
     return _MODULE is not None
 
 
+def _libraries() -> tuple[bool, str]:
+    """Whether the CANN libraries load (loading them now if need be), and from where or, in the
+    loader's first sentence, why not."""
+    try:
+        return True, _MODULE.load_libraries()
+    except RuntimeError as exc:
+        return False, str(exc).removeprefix("grid_sample (ascend): ").split(". ")[0]
+
+
+def _known_platform() -> str | None:
+    return next((name for name in lowering_platform_names() if _known(name)), None)
+
+
 def status() -> str:
-    """"available (CANN libraries ...)" or the reason the Ascend kernels are not available."""
+    """The three things the Ascend path needs, each said separately.
+
+    "available (...)" only when the handlers are built, the CANN libraries load and JAX knows an
+    Ascend platform; otherwise what holds and what does not, e.g. "handlers built; CANN
+    libraries not found (...); no Ascend platform known to JAX (no Ascend PJRT plugin)".
+    """
     if _MODULE is None:
-        return _STATUS
-    return f"available (CANN libraries: {_MODULE.library_status()})"
+        return f"handlers not built: {_STATUS}"
+    found, where = _libraries()
+    platform = _known_platform()
+    parts = ["handlers built",
+             f"CANN libraries {where}" if found else f"CANN libraries not found ({where})",
+             f"Ascend platform {platform!r} known to JAX" if platform
+             else "no Ascend platform known to JAX (no Ascend PJRT plugin)"]
+    text = "; ".join(parts)
+    return f"available ({text})" if found and platform else text
+
+
+def soc_name() -> str | None:
+    """The chip's name as CANN's ``aclrtGetSocName`` gives it (e.g. ``"Ascend910B2"``), or None
+    when the handlers are not built, CANN does not load or cannot tell."""
+    return (_MODULE.soc_name() or None) if _MODULE is not None else None
 
 
 # --- FFI attributes and what the aclnn kernels cover -----------------------------------------

@@ -3,9 +3,13 @@
 The simulator (``tests/ascend_sim/aclnn_sim.cc``) is compiled here with the system C++ compiler,
 loaded by the handlers through their ordinary dlopen path (``JAX_GRIDSAMPLE_ACLNN_LIBS``), and
 the handlers are registered for the CPU platform under test-only target names and called
-through JAX. The simulator computes in float64 on host memory, enforces the documented
-parameter checks, the outputMask rules and single-use executors, records every call, and can
-be told to fail a chosen call with a chosen status.
+through JAX. The CPU client has no device stream, so the tests run the handlers' test-only
+twins (``test_registrations()``), which take a stream the simulator created as an attribute;
+the production handlers, registered too, must refuse to run without a stream. The simulator
+computes in float64 on host memory, enforces the documented parameter checks, the outputMask
+rules, single-use executors, live streams and a current context, returns early without writing
+on empty tensors and rejects what ops-cv rejects per dtype and chip, records every call, and
+can be told to fail a chosen call with a chosen status.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from jax_gridsample._reference import grid_sample_backward_reference, grid_sampl
 SIM_SOURCE = Path(__file__).parent / "ascend_sim" / "aclnn_sim.cc"
 FORWARD = "jax_gridsample_test_ascend_forward"
 BACKWARD = "jax_gridsample_test_ascend_backward"
+# The production handlers (stream from the runtime), registered for the CPU under test names.
+FORWARD_NO_TEST_STREAM = "jax_gridsample_test_ascend_forward_runtime_stream"
+BACKWARD_NO_TEST_STREAM = "jax_gridsample_test_ascend_backward_runtime_stream"
 ENV = "JAX_GRIDSAMPLE_ACLNN_LIBS"
 
 DTYPES = {  # dtype -> (aclDataType, rtol/atol against the float64 oracle)
@@ -77,7 +84,14 @@ class Sim:
         lib.sim_set_workspace_size.argtypes = [ctypes.c_uint64]
         lib.sim_get_deterministic.restype = ctypes.c_int64
         lib.sim_set_deterministic.argtypes = [ctypes.c_int64]
+        lib.sim_set_context_current.argtypes = [ctypes.c_bool]
+        lib.sim_set_soc.argtypes = [ctypes.c_char_p]
+        lib.aclrtCreateStream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self.lib = lib
+        handle = ctypes.c_void_p()
+        assert lib.aclrtCreateStream(ctypes.byref(handle)) == 0
+        self.stream = handle.value  # the stream every test call launches on
+        self.stream_desc = self.log()[-1].split("-> ")[1]  # how the simulator's log names it
 
     def log(self) -> list[str]:
         return self.lib.sim_get_log().decode().splitlines()
@@ -103,8 +117,13 @@ def kernels():
     except ImportError as exc:  # it builds everywhere: its absence is a build failure
         pytest.fail(f"jax_gridsample._ascend_kernels is not built: {exc}")
     regs = _ascend_kernels.registrations()
-    jax.ffi.register_ffi_target(FORWARD, regs[_ascend.FORWARD_TARGET], platform="cpu")
-    jax.ffi.register_ffi_target(BACKWARD, regs[_ascend.BACKWARD_TARGET], platform="cpu")
+    test_regs = _ascend_kernels.test_registrations()
+    for name, capsule in (
+            (FORWARD, test_regs["jax_gridsample_ascend_forward_on_test_stream"]),
+            (BACKWARD, test_regs["jax_gridsample_ascend_backward_on_test_stream"]),
+            (FORWARD_NO_TEST_STREAM, regs[_ascend.FORWARD_TARGET]),
+            (BACKWARD_NO_TEST_STREAM, regs[_ascend.BACKWARD_TARGET])):
+        jax.ffi.register_ffi_target(name, capsule, platform="cpu")
     return _ascend_kernels
 
 
@@ -112,7 +131,9 @@ def kernels():
 def _session_sim(sim_path, kernels):
     old = os.environ.get(ENV)
     os.environ[ENV] = sim_path
-    yield Sim(sim_path)
+    sim = Sim(sim_path)
+    Sim.test_stream = sim.stream
+    yield sim
     if old is None:
         os.environ.pop(ENV, None)
     else:
@@ -129,21 +150,26 @@ def sim(_session_sim, sim_path):
 
 # --- calling the handlers through JAX -------------------------------------------------------
 
-def _attrs(interp, pad, ac, deterministic=False, channels_last=False):
-    return dict(interpolation=np.int64(interp), padding=np.int64(pad), align_corners=bool(ac),
-                channels_last=bool(channels_last), deterministic=bool(deterministic))
+def _attrs(interp, pad, ac, deterministic=False, channels_last=False, stream=True):
+    attrs = dict(interpolation=np.int64(interp), padding=np.int64(pad), align_corners=bool(ac),
+                 channels_last=bool(channels_last), deterministic=bool(deterministic))
+    # stream=True: the test-only target on the simulator's stream; False: the production target
+    return dict(attrs, test_stream=np.int64(Sim.test_stream)) if stream else attrs
 
 
-def ascend_forward(x, g, interp, pad, ac, **kw):
+def ascend_forward(x, g, interp, pad, ac, stream=True, **kw):
     out = jax.ShapeDtypeStruct(x.shape[:2] + g.shape[1:-1], x.dtype)
-    call = jax.ffi.ffi_call(FORWARD, out)
-    return jax.jit(lambda a, b: call(a, b, **_attrs(interp, pad, ac, **kw)))(x, g)
+    call = jax.ffi.ffi_call(FORWARD if stream else FORWARD_NO_TEST_STREAM, out)
+    return jax.jit(lambda a, b: call(a, b, **_attrs(interp, pad, ac, stream=stream, **kw)))(x, g)
 
 
-def ascend_backward(go, x, g, interp, pad, ac, mask=(True, True), **kw):
+def ascend_backward(go, x, g, interp, pad, ac, mask=(True, True), stream=True, aliases=None,
+                    **kw):
+    """The backward target; ``aliases`` (operand -> result) makes results start as operands."""
     outs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a, m in zip((x, g), mask, strict=True) if m]
-    call = jax.ffi.ffi_call(BACKWARD, outs)
-    attrs = dict(_attrs(interp, pad, ac, **kw), input_mask=bool(mask[0]),
+    call = jax.ffi.ffi_call(BACKWARD if stream else BACKWARD_NO_TEST_STREAM, outs,
+                            input_output_aliases=aliases)
+    attrs = dict(_attrs(interp, pad, ac, stream=stream, **kw), input_mask=bool(mask[0]),
                  grid_mask=bool(mask[1]))
     return jax.jit(lambda *a: call(*a, **attrs))(go, x, g)
 
@@ -187,11 +213,39 @@ def test_forward_and_gradients_match_reference(sim, case):
         assert_close(gg, rg, tol * 4 * max(1.0, float(np.abs(f64(rg)).max())))
 
 
-def test_empty_batch(sim):
-    x, g, go = make_data(2, jnp.float32, n=0)
-    assert ascend_forward(x, g, 0, 0, False).shape == (0, 3, 3, 4)
-    gi, gg = ascend_backward(go, x, g, 0, 0, False)
-    assert gi.shape == x.shape and gg.shape == g.shape
+EMPTY = {  # what is empty -> (n, c, output spatial size of each axis)
+    "no-points": (2, 3, 0),
+    "no-channels": (2, 0, 2),
+    "no-batch": (0, 3, 2),
+}
+
+
+@pytest.mark.parametrize("k", (2, 3))
+@pytest.mark.parametrize("empty", sorted(EMPTY))
+def test_empty_tensors_give_exact_zeros(sim, k, empty):
+    """aclnn returns early and writes nothing when gradOutput, input or grid is empty; the
+    gradients that still have elements (grad_input without points, grad_grid without channels)
+    must be zeros all the same. Each result starts as a copy of a non-zero operand (aliased), so
+    a result nobody wrote shows."""
+    n, c, points = EMPTY[empty]
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.uniform(1, 2, (n, c) + (3, 4, 5)[3 - k:]), jnp.float32)
+    g = jnp.asarray(rng.uniform(0.5, 0.9, (n,) + (points,) * k + (k,)), jnp.float32)
+    go = jnp.ones((n, c) + (points,) * k, jnp.float32)
+    out = ascend_forward(x, g, 0, 0, False)
+    assert out.shape == go.shape and out.size == 0
+    for mask in ((True, True), (True, False), (False, True)):
+        aliases = {1 + i: j for j, i in enumerate(i for i in (0, 1) if mask[i])}
+        grads = ascend_backward(go, x, g, 0, 0, False, mask=mask, aliases=aliases)
+        for grad, operand in zip(grads, [a for a, m in zip((x, g), mask, strict=True) if m],
+                                 strict=True):
+            assert grad.shape == operand.shape and grad.dtype == operand.dtype
+            np.testing.assert_array_equal(np.asarray(grad), 0.0)
+    # Zeroed on the call's stream, without asking aclnn for anything.
+    log = sim.log()
+    assert not any(line.startswith("aclnnGridSampler") for line in log)
+    assert all(f"stream={sim.stream_desc}" in line for line in log
+               if line.startswith("aclrtMemsetAsync"))
 
 
 # --- the call sequence ---------------------------------------------------------------------
@@ -248,6 +302,41 @@ def test_no_workspace_means_no_allocation(sim):
         line for line in log if line.startswith("aclnnGridSampler2D "))
 
 
+@pytest.mark.parametrize("backward", (False, True), ids=("forward", "backward"))
+def test_refuses_to_run_without_a_device_stream(sim, backward):
+    """The production handlers on a runtime without a device stream (XLA's CPU client): a clear
+    error before any ACL call, never a launch on ACL's default stream."""
+    x, g, go = make_data(2, jnp.float32)
+    with pytest.raises(Exception) as info:
+        if backward:
+            jax.block_until_ready(ascend_backward(go, x, g, 0, 0, False, stream=False))
+        else:
+            jax.block_until_ready(ascend_forward(x, g, 0, 0, False, stream=False))
+    msg = str(info.value)
+    assert "no device stream" in msg and 'implementation="reference"' in msg
+    assert sim.log() == []
+
+
+def test_every_launch_is_on_the_call_stream(sim):
+    x, g, go = make_data(3, jnp.float32)
+    sim.lib.sim_set_workspace_size(0)  # no workspace: nothing synchronized or freed either
+    ascend_forward(x, g, 0, 0, False)
+    ascend_backward(go, x, g, 1, 2, True, mask=(False, True), deterministic=True)
+    log = sim.log()
+    launches = [line for line in log if re.match(r"aclnnGridSampler3D(Backward)? ", line)]
+    assert len(launches) == 2
+    assert all(line.endswith(f"stream={sim.stream_desc}") for line in launches)
+    assert not any("stream=default" in line or "stream=invalid" in line for line in log)
+
+
+def test_no_current_context_is_a_clear_error(sim):
+    sim.lib.sim_set_context_current(False)
+    x, g, go = make_data(2, jnp.float32)
+    with pytest.raises(Exception, match=r"no ACL context is current .*aclError 107002"):
+        jax.block_until_ready(ascend_backward(go, x, g, 0, 0, False))
+    assert _calls(sim.log()) == ["aclrtGetCurrentContext"]
+
+
 # --- errors reach Python, nothing leaks ----------------------------------------------------
 
 STATUS_NAMES = {161001: "ACLNN_ERR_PARAM_NULLPTR", 161002: "ACLNN_ERR_PARAM_INVALID",
@@ -293,7 +382,8 @@ def test_helper_failures_reach_python(sim, fn, expected):
     calls = _calls(sim.log())
     if fn == "aclrtMalloc":  # the executor that was never launched is destroyed
         assert "aclDestroyAclOpExecutor" in calls
-    assert sim.lib.sim_get_deterministic() == 0
+    # Turned on right before the workspace query and then left on (test_deterministic_set_once).
+    assert sim.lib.sim_get_deterministic() == (1 if fn == "aclrtMalloc" else 0)
 
 
 def test_documented_checks_reach_python(sim):
@@ -355,23 +445,27 @@ def test_handler_never_passes_an_empty_mask(sim):
 
 # --- determinism ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("previous", (0, 1))
-def test_deterministic_set_and_restored(sim, previous):
-    sim.lib.sim_set_deterministic(previous)
+def test_deterministic_set_once_and_left_on(sim):
+    """ACL_OPT_DETERMINISTIC is context-wide and CANN advises setting it once: the handler turns it
+    on when first asked and never switches it back (which would race with other threads)."""
     x, g, go = make_data(3, jnp.float32)
-    ascend_backward(go, x, g, 0, 0, True, deterministic=True)
+    for _ in range(3):
+        ascend_backward(go, x, g, 0, 0, True, deterministic=True)
+    ascend_backward(go, x, g, 0, 0, True)
     log = sim.log()
-    ws = next(line for line in log if "BackwardGetWorkspaceSize" in line)
-    assert "det=1" in ws  # on while the kernel is chosen
     sets = [line for line in log if line.startswith("aclrtCtxSetSysParamOpt")]
-    if previous == 0:
-        assert sets == ["aclrtCtxSetSysParamOpt opt=0 value=1",
-                        "aclrtCtxSetSysParamOpt opt=0 value=0"]
-        assert log.index(sets[1]) > log.index(next(
-            line for line in log if line.startswith("aclnnGridSampler3DBackward ")))
-    else:
-        assert sets == []
-    assert sim.lib.sim_get_deterministic() == previous
+    assert sets == ["aclrtCtxSetSysParamOpt opt=0 value=1"]
+    queries = [line for line in log if "BackwardGetWorkspaceSize" in line]
+    assert len(queries) == 4 and all("det=1" in line for line in queries)
+    assert log.index(sets[0]) < log.index(queries[0])
+    assert sim.lib.sim_get_deterministic() == 1
+
+
+def test_deterministic_already_on_is_left_alone(sim):
+    sim.lib.sim_set_deterministic(1)
+    x, g, go = make_data(2, jnp.float32)
+    ascend_backward(go, x, g, 0, 0, True, deterministic=True)
+    assert not any(line.startswith("aclrtCtxSetSysParamOpt") for line in sim.log())
 
 
 def test_not_deterministic_touches_nothing(sim):
@@ -398,14 +492,61 @@ def test_missing_library_is_a_clear_error(sim, kernels, tmp_path):
 def test_library_without_the_symbols_is_a_clear_error(sim):
     x, g, _ = make_data(2, jnp.float32)
     os.environ[ENV] = "libm.so.6"
-    with pytest.raises(Exception, match=r"symbols aclCreateTensor, .*aclnnGridSampler2D.* not "
-                                        r"found in libm\.so\.6"):
+    with pytest.raises(Exception, match=r"cannot load the CANN library libm\.so\.6 \(defines "
+                                        r"none of the symbols still missing\)"):
         jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
+    os.environ[ENV] = f"{sim_path_of(sim)}:libm.so.6"  # nothing left to add after the sim
+    with pytest.raises(Exception, match=r"cannot load the CANN library libm\.so\.6"):
+        jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
+
+
+def sim_path_of(sim) -> str:
+    return sim.lib._name
+
+
+def test_default_libraries_never_pair_combined_and_per_repository_opapi(kernels):
+    """CANN does not support libopapi.so (combined, deprecated) loaded together with
+    libopapi_cv.so: they are alternatives of one group, of which only one is ever kept."""
+    groups = [group.split("|") for group in re.split("[:;]", kernels.DEFAULT_LIBRARIES)]
+    assert [g for g in groups if any(name.startswith("libopapi") for name in g)] == \
+        [["libopapi_cv.so", "libopapi.so"]]
+
+
+def _mapped(path) -> bool:
+    return str(path) in Path("/proc/self/maps").read_text()
+
+
+def test_alternatives_keep_only_the_first_that_has_the_grid_sampler(sim, kernels, sim_path,
+                                                                    tmp_path):
+    cv, combined = tmp_path / "libopapi_cv_sim.so", tmp_path / "libopapi_sim.so"
+    for path in (cv, combined):
+        shutil.copy(sim_path, path)
+    os.environ[ENV] = f"{cv}|{combined}"
+    assert kernels.load_libraries() == f"loaded from {cv}"
+    assert _mapped(cv) and not _mapped(combined)  # the second was never opened
+    os.environ[ENV] = f"libm.so.6|{combined}"  # a library without the symbols is skipped
+    assert kernels.load_libraries() == f"loaded from {combined}"
 
 
 def test_loader_reports_where_it_loaded_from(sim, kernels, sim_path):
     assert sim_path in kernels.load_libraries()
     assert sim_path in _ascend.status()
+
+
+def test_status_says_separately_what_is_there(sim, sim_path, tmp_path, monkeypatch):
+    """Handlers built, CANN libraries found (where) or not, Ascend platform known or not; and
+    "available" only with all three."""
+    os.environ[ENV] = str(tmp_path / "libnothing.so")
+    status = _ascend.status()
+    assert status.startswith("handlers built; CANN libraries not found (")
+    assert "libnothing.so" in status and status.endswith(
+        "; no Ascend platform known to JAX (no Ascend PJRT plugin)")
+    os.environ[ENV] = sim_path
+    assert _ascend.status() == (f"handlers built; CANN libraries loaded from {sim_path}; "
+                                "no Ascend platform known to JAX (no Ascend PJRT plugin)")
+    monkeypatch.setattr(_ascend, "_known", lambda name: name == "ascend")
+    assert _ascend.status() == (f"available (handlers built; CANN libraries loaded from "
+                                f"{sim_path}; Ascend platform 'ascend' known to JAX)")
 
 
 # --- the package's lowering, end to end ------------------------------------------------------
@@ -426,13 +567,16 @@ def test_registers_once_jax_knows_the_platform(monkeypatch):
 
 
 @pytest.fixture
-def ascend_lowering_on_cpu():
+def ascend_lowering_on_cpu(sim):
     """The Ascend kernel entry, with the test targets, as the CPU lowering (restored after)."""
     from jax._src.interpreters import mlir as mlir_internal
 
+    def on_test_stream(attributes):
+        return lambda **params: dict(attributes(**params), test_stream=np.int64(Sim.test_stream))
+
     kernel = _primitives.NativeKernel(
-        _ascend.available, FORWARD, BACKWARD, _ascend.forward_attributes,
-        _ascend.backward_attributes, supports=_ascend.supports)
+        _ascend.available, FORWARD, BACKWARD, on_test_stream(_ascend.forward_attributes),
+        on_test_stream(_ascend.backward_attributes), supports=_ascend.supports)
     table = mlir_internal._platform_specific_lowerings["cpu"]
     prims = (_primitives.grid_sample_p, _primitives.grid_sample_backward_p)
     saved = {p: table.get(p) for p in prims}

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,20 +14,32 @@
 namespace gs_ascend {
 namespace {
 
-std::vector<std::string> SplitLibraryList(const std::string& list) {
-  std::vector<std::string> names;
+// Splits `list` at any of `separators`, dropping empty items.
+std::vector<std::string> Split(const std::string& list, const char* separators) {
+  std::vector<std::string> items;
   std::string current;
   for (char ch : list) {
-    if (ch == ':' || ch == ';') {
-      if (!current.empty()) names.push_back(current);
+    if (std::strchr(separators, ch) != nullptr) {
+      if (!current.empty()) items.push_back(current);
       current.clear();
     } else {
       current.push_back(ch);
     }
   }
-  if (!current.empty()) names.push_back(current);
-  return names;
+  if (!current.empty()) items.push_back(current);
+  return items;
 }
+
+// Every symbol the handlers need, in the order errors list them.
+constexpr const char* kRequiredSymbols[] = {
+    "aclCreateTensor", "aclDestroyTensor", "aclCreateBoolArray", "aclDestroyBoolArray",
+    "aclnnGridSampler2DGetWorkspaceSize", "aclnnGridSampler2D",
+    "aclnnGridSampler3DGetWorkspaceSize", "aclnnGridSampler3D",
+    "aclnnGridSampler2DBackwardGetWorkspaceSize", "aclnnGridSampler2DBackward",
+    "aclnnGridSampler3DBackwardGetWorkspaceSize", "aclnnGridSampler3DBackward",
+    "aclrtMalloc", "aclrtFree", "aclrtSynchronizeStream", "aclrtMemsetAsync",
+    "aclrtGetCurrentContext", "aclGetRecentErrMsg", "aclrtCtxGetSysParamOpt",
+    "aclrtCtxSetSysParamOpt"};
 
 struct Loaded {
   std::string key;                  // the library list it was loaded from
@@ -43,8 +56,9 @@ const char* kFixHint =
     "On an Ascend machine, source CANN's environment script first (for example "
     "`source /usr/local/Ascend/ascend-toolkit/set_env.sh`, which puts the CANN "
     "libraries on LD_LIBRARY_PATH), or set JAX_GRIDSAMPLE_ACLNN_LIBS to the libraries' "
-    "paths separated by ':' (default: libopapi_cv.so:libopapi.so:libnnopbase.so:"
-    "libascendcl.so:libacl_rt.so).";
+    "paths separated by ':' (default: libnnopbase.so:libascendcl.so|libacl_rt.so:"
+    "libopapi_cv.so|libopapi.so, where '|' separates alternatives of which only the "
+    "first that loads and has the symbols is used).";
 
 template <typename Fn>
 bool Resolve(const Loaded& loaded, const char* symbol, Fn* out) {
@@ -57,30 +71,58 @@ bool Resolve(const Loaded& loaded, const char* symbol, Fn* out) {
   return false;
 }
 
+bool Defines(void* handle, const char* symbol) { return dlsym(handle, symbol) != nullptr; }
+
+// Whether `handle` defines a required symbol that none of `kept` defines.
+bool AddsSymbols(void* handle, const std::vector<void*>& kept) {
+  for (const char* symbol : kRequiredSymbols) {
+    if (!Defines(handle, symbol)) continue;
+    bool found = false;
+    for (void* other : kept) found = found || Defines(other, symbol);
+    if (!found) return true;
+  }
+  return false;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& item : items) s += (s.empty() ? "" : ", ") + item;
+  return s;
+}
+
 std::unique_ptr<Loaded> Load(const std::string& key, bool explicit_list, std::string* error) {
   auto loaded = std::make_unique<Loaded>();
   loaded->key = key;
   std::vector<std::string> failed;
-  for (const std::string& name : SplitLibraryList(key)) {
-    dlerror();
-    void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* why = dlerror();
-      failed.push_back(name + " (" + (why ? why : "dlopen failed") + ")");
-      continue;
+  for (const std::string& group : Split(key, ":;")) {
+    std::vector<std::string> group_failed;
+    bool kept = false;
+    for (const std::string& name : Split(group, "|")) {
+      dlerror();
+      void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle == nullptr) {
+        const char* why = dlerror();
+        group_failed.push_back(name + " (" + (why ? why : "dlopen failed") + ")");
+        continue;
+      }
+      if (!AddsSymbols(handle, loaded->handles)) {
+        group_failed.push_back(name + " (defines none of the symbols still missing)");
+        dlclose(handle);
+        continue;
+      }
+      loaded->handles.push_back(handle);
+      loaded->opened.push_back(name);
+      kept = true;
+      break;
     }
-    loaded->handles.push_back(handle);
-    loaded->opened.push_back(name);
-  }
-  auto join = [](const std::vector<std::string>& items) {
-    std::string s;
-    for (const auto& item : items) s += (s.empty() ? "" : ", ") + item;
-    return s;
-  };
-  if (explicit_list && !failed.empty()) {
-    *error = std::string("grid_sample (ascend): cannot load the CANN library ") + join(failed) +
-             " listed in " + kLibrariesEnvVar + ". " + kFixHint;
-    return nullptr;
+    if (kept) continue;
+    if (explicit_list) {
+      *error = std::string("grid_sample (ascend): cannot load the CANN library ") +
+               Join(group_failed) + " listed in " + kLibrariesEnvVar + ". " + kFixHint;
+      for (void* handle : loaded->handles) dlclose(handle);
+      return nullptr;
+    }
+    failed.insert(failed.end(), group_failed.begin(), group_failed.end());
   }
 
   AclnnApi& api = loaded->api;
@@ -103,17 +145,25 @@ std::unique_ptr<Loaded> Load(const std::string& key, bool explicit_list, std::st
   need("aclrtMalloc", &api.rt_malloc);
   need("aclrtFree", &api.rt_free);
   need("aclrtSynchronizeStream", &api.rt_synchronize_stream);
+  need("aclrtMemsetAsync", &api.memset_async);
+  need("aclrtGetCurrentContext", &api.get_current_context);
   need("aclGetRecentErrMsg", &api.recent_err_msg);
   need("aclrtCtxGetSysParamOpt", &api.ctx_get_sys_param_opt);
   need("aclrtCtxSetSysParamOpt", &api.ctx_set_sys_param_opt);
   Resolve(*loaded, "aclDestroyAclOpExecutor", &api.destroy_executor);  // optional
+  Resolve(*loaded, "aclrtGetSocName", &api.get_soc_name);               // optional
 
   if (!missing.empty()) {
-    std::string msg = "grid_sample (ascend): the CANN aclnn libraries are not available: ";
-    msg += "symbols " + join(missing) + " not found";
-    msg += loaded->opened.empty() ? std::string(" (no library could be loaded)")
-                                  : " in " + join(loaded->opened);
-    if (!failed.empty()) msg += "; could not load " + join(failed);
+    // A one-sentence summary first (native_status() shows it), then the details.
+    std::string msg = "grid_sample (ascend): ";
+    if (loaded->opened.empty()) {
+      msg += "no CANN library could be loaded (tried " + key + "). Could not load " +
+             Join(failed);
+    } else {
+      msg += "the CANN libraries loaded lack symbols " + Join(missing) + " (loaded " +
+             Join(loaded->opened) + ")";
+      if (!failed.empty()) msg += ". Could not load " + Join(failed);
+    }
     msg += ". ";
     msg += kFixHint;
     *error = msg;
@@ -146,6 +196,14 @@ std::string AclnnApiStatus() {
     s += (i ? ", " : "") + g_current->opened[i];
   }
   return s;
+}
+
+std::string SocName() {
+  std::string error;
+  const AclnnApi* api = LoadAclnnApi(&error);
+  if (api == nullptr || api->get_soc_name == nullptr) return "";
+  const char* name = api->get_soc_name();
+  return name != nullptr ? std::string(name) : std::string();
 }
 
 std::string AclnnStatusName(aclnnStatus status) {

@@ -73,10 +73,15 @@ using SynchronizeStreamFn = aclError (*)(aclrtStream stream);
 using RecentErrMsgFn = const char* (*)();
 using GetSysParamOptFn = aclError (*)(int32_t opt, int64_t* value);
 using SetSysParamOptFn = aclError (*)(int32_t opt, int64_t value);
+using GetCurrentContextFn = aclError (*)(void** context);  // aclrtContext is a void*
+using MemsetAsyncFn = aclError (*)(void* dev_ptr, size_t max_count, int32_t value, size_t count,
+                                   aclrtStream stream);
+using GetSocNameFn = const char* (*)();
 }
 
 // The resolved entry points. Every member is non-null once Load() succeeded,
-// except destroy_executor (aclDestroyAclOpExecutor, only in newer CANN).
+// except destroy_executor (aclDestroyAclOpExecutor, only in newer CANN) and
+// get_soc_name (aclrtGetSocName).
 struct AclnnApi {
   CreateTensorFn create_tensor = nullptr;
   DestroyTensorFn destroy_tensor = nullptr;
@@ -99,18 +104,27 @@ struct AclnnApi {
   RecentErrMsgFn recent_err_msg = nullptr;
   GetSysParamOptFn ctx_get_sys_param_opt = nullptr;
   SetSysParamOptFn ctx_set_sys_param_opt = nullptr;
+  GetCurrentContextFn get_current_context = nullptr;
+  MemsetAsyncFn memset_async = nullptr;
+  GetSocNameFn get_soc_name = nullptr;  // optional
 };
 
-// The environment variable that overrides the library list: names or paths
-// separated by ':' or ';', opened in order; symbols are looked up in that order.
+// The environment variable that overrides the library list. The list is groups
+// separated by ':' or ';', each one name or path, or alternatives separated by
+// '|'. Of a group's alternatives only the first that loads and defines a
+// symbol not yet found in the groups before it is kept (the others are never
+// opened, or closed again); symbols are then looked up in group order.
 inline constexpr const char* kLibrariesEnvVar = "JAX_GRIDSAMPLE_ACLNN_LIBS";
 
-// The list used when the environment variable is unset or empty. Names that
-// fail to load are skipped as long as every symbol is found in the others
-// (older CANN has libopapi.so + libascendcl.so, newer adds libopapi_cv.so and
-// libacl_rt.so).
+// The list used when the environment variable is unset or empty: aclCreateTensor
+// & co. (libnnopbase.so), the runtime (libascendcl.so, or libacl_rt.so where
+// only that exists), then the operators: the per-repository libopapi_cv.so
+// where it has the grid sampler, else the combined libopapi.so of older CANN.
+// CANN does not support loading the combined library together with the
+// per-repository ones, hence one group. A group none of whose alternatives
+// loads is skipped as long as every symbol is found in the others.
 inline constexpr const char* kDefaultLibraries =
-    "libopapi_cv.so:libopapi.so:libnnopbase.so:libascendcl.so:libacl_rt.so";
+    "libnnopbase.so:libascendcl.so|libacl_rt.so:libopapi_cv.so|libopapi.so";
 
 // Returns the API, loading it on first use (thread-safe). The libraries are
 // (re)loaded when the environment variable's value changes, so that a process
@@ -121,6 +135,10 @@ const AclnnApi* LoadAclnnApi(std::string* error);
 
 // A description of the current state ("not loaded", the libraries opened).
 std::string AclnnApiStatus();
+
+// The chip's name from aclrtGetSocName (e.g. "Ascend910B2"), or "" when the
+// libraries do not load, lack the symbol or the runtime cannot tell.
+std::string SocName();
 
 // "ACLNN_ERR_PARAM_INVALID (161002)" and the like.
 std::string AclnnStatusName(aclnnStatus status);

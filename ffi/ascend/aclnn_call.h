@@ -5,6 +5,7 @@
 #ifndef JAX_GRIDSAMPLE_FFI_ASCEND_ACLNN_CALL_H_
 #define JAX_GRIDSAMPLE_FFI_ASCEND_ACLNN_CALL_H_
 
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -194,37 +195,79 @@ inline ffi::Error AllocateAndLaunch(const AclnnApi& api, DeviceMemory& memory, E
   return ffi::Error::Success();
 }
 
-// Sets ACL_OPT_DETERMINISTIC to 1 for the lifetime of the object when asked,
-// restoring the previous value afterwards.
-class DeterministicScope {
- public:
-  explicit DeterministicScope(const AclnnApi& api) : api_(api) {}
-  DeterministicScope(const DeterministicScope&) = delete;
-  DeterministicScope& operator=(const DeterministicScope&) = delete;
-  ~DeterministicScope() {
-    if (changed_) api_.ctx_set_sys_param_opt(kAclOptDeterministic, previous_);
-  }
-
-  ffi::Error Enable() {
-    int64_t previous = 0;
-    // An option never set reads as an error on some CANN versions: it is 0 then.
-    if (api_.ctx_get_sys_param_opt(kAclOptDeterministic, &previous) != 0) previous = 0;
-    if (previous == 1) return ffi::Error::Success();
-    const aclError rc = api_.ctx_set_sys_param_opt(kAclOptDeterministic, 1);
-    if (rc != 0) {
-      return Internal("aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 1) failed with aclError " +
-                      std::to_string(rc) + ": " + RecentErrMsg(api_));
-    }
-    previous_ = previous;
-    changed_ = true;
+// Makes the current context deterministic (ACL_OPT_DETERMINISTIC = 1) if it
+// is not already, and leaves it so. The option is context-wide and CANN
+// advises setting it once rather than per call: switching it off again after
+// the call would race with other threads' calls in the same context (their
+// kernels would be chosen with whatever value was current at that moment).
+// Turning it only ever on keeps every caller who asked for determinism
+// served; the price is that later non-deterministic calls in that context
+// run the deterministic kernels too.
+inline ffi::Error EnsureDeterministic(const AclnnApi& api) {
+  int64_t current = 0;
+  // An option never set reads as an error on some CANN versions: it is 0 then.
+  if (api.ctx_get_sys_param_opt(kAclOptDeterministic, &current) == 0 && current == 1) {
     return ffi::Error::Success();
   }
+  const aclError rc = api.ctx_set_sys_param_opt(kAclOptDeterministic, 1);
+  if (rc != 0) {
+    return Internal("aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 1) failed with aclError " +
+                    std::to_string(rc) + ": " + RecentErrMsg(api));
+  }
+  return ffi::Error::Success();
+}
 
- private:
-  const AclnnApi& api_;
-  int64_t previous_ = 0;
-  bool changed_ = false;
-};
+inline ffi::Error FailedPrecondition(const std::string& msg) {
+  return ffi::Error(ffi::ErrorCode::kFailedPrecondition, "grid_sample (ascend): " + msg);
+}
+
+// The kernels launch only on the stream XLA gives the call: ACL's default
+// stream (null) would run unordered with XLA's own work on the device.
+inline ffi::Error RequireStream(aclrtStream stream) {
+  if (stream != nullptr) return ffi::Error::Success();
+  return FailedPrecondition(
+      "the runtime gave this call no device stream (XLA_FFI_Stream_Get), so the aclnn "
+      "kernels cannot be ordered with XLA's work; they run only under an Ascend PJRT plugin "
+      "that provides its stream. Use implementation=\"reference\" to run the jax.numpy "
+      "reference instead.");
+}
+
+// aclnn runs in the ACL context current on the calling thread; without one
+// every ACL call fails, so say so plainly before making any.
+inline ffi::Error RequireContext(const AclnnApi& api) {
+  void* context = nullptr;
+  const aclError rc = api.get_current_context(&context);
+  if (rc == 0 && context != nullptr) return ffi::Error::Success();
+  return FailedPrecondition(
+      "no ACL context is current on the thread running this call (aclrtGetCurrentContext "
+      "returned aclError " + std::to_string(rc) + "); the Ascend PJRT plugin must make its "
+      "device's context current before running custom calls. Use "
+      "implementation=\"reference\" to run the jax.numpy reference instead.");
+}
+
+// Zeros `bytes` of device memory at `data` on `stream` (nothing for 0 bytes).
+inline ffi::Error ZeroOnStream(const AclnnApi& api, void* data, size_t bytes, aclrtStream stream,
+                               const char* what) {
+  if (bytes == 0) return ffi::Error::Success();
+  const aclError rc = api.memset_async(data, bytes, 0, bytes, stream);
+  if (rc != 0) {
+    return Internal(std::string("aclrtMemsetAsync of ") + what + " failed with aclError " +
+                    std::to_string(rc) + ": " + RecentErrMsg(api));
+  }
+  return ffi::Error::Success();
+}
+
+// The sampled plane's element count (H*W, or D*H*W in 3D) must stay below
+// INT32_MAX, as the aclnn forward documents.
+inline ffi::Error CheckPlaneLimit(const ffi::AnyBuffer& input) {
+  auto dims = input.dimensions();
+  int64_t plane = 1;
+  for (size_t i = 2; i < dims.size(); ++i) plane *= dims[i];
+  if (plane < INT32_MAX) return ffi::Error::Success();
+  return InvalidArgument("the input's spatial size (H*W, or D*H*W in 3D) is " +
+                         std::to_string(plane) + ", but aclnn takes at most 2147483646; " +
+                         "use implementation=\"reference\" (\"auto\" does so)");
+}
 
 inline std::vector<int64_t> DimsOf(const ffi::AnyBuffer& buffer) {
   auto dims = buffer.dimensions();
@@ -239,6 +282,21 @@ inline ffi::ErrorOr<const AclnnApi*> RequireApi() {
     return ffi::Unexpected(ffi::Error(ffi::ErrorCode::kFailedPrecondition, error));
   }
   return api;
+}
+
+// What every call needs before its first aclnn call: the stream XLA gave it,
+// the libraries, and a current ACL context.
+inline ffi::ErrorOr<const AclnnApi*> PrepareCall(aclrtStream stream) {
+  if (ffi::Error e = RequireStream(stream); e.failure()) return ffi::Unexpected(e);
+  auto api = RequireApi();
+  if (api.has_error()) return api;
+  if (ffi::Error e = RequireContext(*api.value()); e.failure()) return ffi::Unexpected(e);
+  return api;
+}
+
+// The stream handle a test-only handler takes as its "test_stream" attribute.
+inline aclrtStream TestStream(int64_t handle) {
+  return reinterpret_cast<aclrtStream>(static_cast<intptr_t>(handle));
 }
 
 // Checks shared by forward and backward: rank, dtype, modes, layout.

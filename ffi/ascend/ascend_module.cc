@@ -16,6 +16,15 @@ NB_MODULE(_ascend_kernels, m) {
     return gs::FfiRegistrations({{"jax_gridsample_ascend_forward", JaxGridSampleAscendForward},
                                  {"jax_gridsample_ascend_backward", JaxGridSampleAscendBackward}});
   });
+  m.def("test_registrations", []() {
+    return gs::FfiRegistrations(
+        {{"jax_gridsample_ascend_forward_on_test_stream", JaxGridSampleAscendForwardOnTestStream},
+         {"jax_gridsample_ascend_backward_on_test_stream",
+          JaxGridSampleAscendBackwardOnTestStream}});
+  }, "For the tests only: the handlers with the stream passed as the int64 attribute "
+     "\"test_stream\", to run on the CPU client against a simulated aclnn.");
+  m.def("soc_name", []() { return gs_ascend::SocName(); },
+        "aclrtGetSocName() (e.g. \"Ascend910B2\"), or \"\" when CANN cannot tell.");
   m.def("library_status", []() { return gs_ascend::AclnnApiStatus(); },
         "Whether the CANN libraries were loaded yet, and from where.");
   m.def("load_libraries", []() {

@@ -10,9 +10,9 @@
 namespace gs_ascend {
 // The device stream (aclrtStream is a void*) of the PJRT plugin running the
 // call: what xla::ffi::PlatformStream<aclrtStream> decodes, except that a
-// runtime without streams (XLA's CPU client, where the tests run the handlers
-// against a simulated aclnn) gives a null stream, ACL's default stream,
-// instead of failing to decode.
+// runtime without streams decodes to null instead of failing to decode, so
+// that the handler can refuse the call with a message that says what is
+// missing (RequireStream) rather than XLA's generic decoding error.
 struct AclStream {};
 }  // namespace gs_ascend
 
@@ -43,5 +43,13 @@ struct CtxDecoding<gs_ascend::AclStream> {
 
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendForward);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendBackward);
+
+// For the tests only: the same handlers with the stream given as an int64
+// attribute "test_stream" instead of taken from the runtime, so that the CPU
+// client (which has no device stream) can run them against a simulated aclnn
+// that hands out and checks stream handles. The Python package never
+// registers these; the tests do, through the module's test_registrations().
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendForwardOnTestStream);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendBackwardOnTestStream);
 
 #endif  // JAX_GRIDSAMPLE_FFI_ASCEND_GRID_SAMPLE_ASCEND_H_

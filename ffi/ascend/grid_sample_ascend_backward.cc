@@ -2,6 +2,7 @@
 // aclnnGridSampler2DBackward / aclnnGridSampler3DBackward.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../common/ffi_contract.h"
@@ -55,19 +56,32 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
     grid_grad_data = (*r)->untyped_data();
   }
 
-  auto api_or = RequireApi();
+  auto api_or = PrepareCall(stream);
   if (api_or.has_error()) return api_or.error();
   const AclnnApi& api = *api_or.value();
+  // aclnn returns early and writes nothing when gradOutput, input or grid is
+  // empty, while a gradient may still have elements (grad_input with an empty
+  // output grid, grad_grid with C = 0): those are zero.
+  if (grad_output.element_count() == 0 || input.element_count() == 0 ||
+      grid.element_count() == 0) {
+    if (input_mask) {
+      if (ffi::Error e = ZeroOnStream(api, input_grad_data, input.size_bytes(), stream,
+                                      "grad_input");
+          e.failure()) {
+        return e;
+      }
+    }
+    return grid_mask ? ZeroOnStream(api, grid_grad_data, grid.size_bytes(), stream, "grad_grid")
+                     : ffi::Error::Success();
+  }
 
   const size_t rank = input.dimensions().size();
   const int32_t dtype = *AclDataTypeOf(input.element_type());
   const bool is3d = rank == 5;
-  const size_t element_bytes = ffi::ByteWidth(input.element_type());
 
-  // Release order is the reverse: the determinism setting is restored and the
-  // memory freed (after synchronizing, if aclrtMalloc'ed) last.
+  // Release order is the reverse: the memory is freed (after synchronizing,
+  // if aclrtMalloc'ed) last.
   DeviceMemory memory(api, scratch, stream);
-  DeterministicScope determinism(api);
   Tensor acl_grad_output(api), acl_input(api), acl_grid(api);
   Tensor acl_input_grad(api), acl_grid_grad(api);
   BoolArray mask(api);
@@ -83,7 +97,7 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
     }
   }
   if (!grid_mask) {
-    if (ffi::Error e = memory.Allocate(grid.element_count() * element_bytes, &grid_grad_data,
+    if (ffi::Error e = memory.Allocate(grid.size_bytes(), &grid_grad_data,
                                        "the masked-off grad_grid");
         e.failure()) {
       return e;
@@ -121,7 +135,7 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
   if (ffi::Error e = mask.Create(mask_values, 2); e.failure()) return e;
 
   if (deterministic) {
-    if (ffi::Error e = determinism.Enable(); e.failure()) return e;
+    if (ffi::Error e = EnsureDeterministic(api); e.failure()) return e;
   }
 
   uint64_t workspace_size = 0;
@@ -140,6 +154,16 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
       is3d ? "aclnnGridSampler3DBackward" : "aclnnGridSampler2DBackward", workspace_size, stream);
 }
 
+ffi::Error BackwardOnTestStream(ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_output,
+                                ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                                ffi::RemainingRets rets, int64_t interpolation, int64_t padding,
+                                bool align_corners, bool channels_last, bool input_mask,
+                                bool grid_mask, bool deterministic, int64_t test_stream) {
+  return BackwardImpl(TestStream(test_stream), std::move(scratch), grad_output, input, grid, rets,
+                      interpolation, padding, align_corners, channels_last, input_mask,
+                      grid_mask, deterministic);
+}
+
 }  // namespace
 }  // namespace gs_ascend
 
@@ -148,3 +172,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendBackward, gs_ascend::BackwardIm
                                                        .Ctx<gs_ascend::AclStream>()
                                                        .Ctx<xla::ffi::ScratchAllocator>())
                                   .Attr<bool>("deterministic"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxGridSampleAscendBackwardOnTestStream, gs_ascend::BackwardOnTestStream,
+    gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ScratchAllocator>())
+        .Attr<bool>("deterministic")
+        .Attr<int64_t>("test_stream"));

@@ -1,6 +1,7 @@
 // XLA FFI handler: grid_sample forward on Ascend through aclnnGridSampler2D/3D.
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "../common/ffi_contract.h"
 #include "aclnn_api.h"
@@ -22,9 +23,15 @@ ffi::Error ForwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch, ffi::A
   if (out->element_type() != input.element_type()) {
     return InvalidArgument("the output must have the input's dtype");
   }
-  auto api_or = RequireApi();
+  if (ffi::Error e = CheckPlaneLimit(input); e.failure()) return e;
+  auto api_or = PrepareCall(stream);
   if (api_or.has_error()) return api_or.error();
   const AclnnApi& api = *api_or.value();
+  // aclnn returns early and writes nothing when a tensor is empty; the output
+  // then has no elements either, unless a future shape rule gives it some.
+  if (input.element_count() == 0 || grid.element_count() == 0) {
+    return ZeroOnStream(api, out->untyped_data(), out->size_bytes(), stream, "the output");
+  }
 
   const size_t rank = input.dimensions().size();
   const int32_t dtype = *AclDataTypeOf(input.element_type());
@@ -65,6 +72,14 @@ ffi::Error ForwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch, ffi::A
                            stream);
 }
 
+ffi::Error ForwardOnTestStream(ffi::ScratchAllocator scratch, ffi::AnyBuffer input,
+                               ffi::AnyBuffer grid, ffi::Result<ffi::AnyBuffer> out,
+                               int64_t interpolation, int64_t padding, bool align_corners,
+                               bool channels_last, bool deterministic, int64_t test_stream) {
+  return ForwardImpl(TestStream(test_stream), std::move(scratch), input, grid, out, interpolation, padding,
+                     align_corners, channels_last, deterministic);
+}
+
 }  // namespace
 }  // namespace gs_ascend
 
@@ -73,3 +88,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendForward, gs_ascend::ForwardImpl
                                                       .Ctx<gs_ascend::AclStream>()
                                                       .Ctx<xla::ffi::ScratchAllocator>())
                                   .Attr<bool>("deterministic"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxGridSampleAscendForwardOnTestStream, gs_ascend::ForwardOnTestStream,
+    gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ScratchAllocator>())
+        .Attr<bool>("deterministic")
+        .Attr<int64_t>("test_stream"));

@@ -32,7 +32,9 @@ namespace {
 constexpr int32_t kOk = 0;
 constexpr int32_t kNullptr = 161001;
 constexpr int32_t kInvalid = 161002;
-constexpr int32_t kRtParamInvalid = 107000;  // runtime calls (aclrt*)
+constexpr int32_t kRuntimeError = 361001;     // ACLNN_ERR_RUNTIME_ERROR
+constexpr int32_t kRtParamInvalid = 107000;  // ACL_ERROR_RT_PARAM_INVALID (aclrt* calls)
+constexpr int32_t kRtContextNull = 107002;   // ACL_ERROR_RT_CONTEXT_NULL
 
 constexpr int32_t kFloat = 0, kFloat16 = 1, kDouble = 11, kBf16 = 27;
 constexpr int32_t kND = 2, kNCHW = 0, kNDHWC = 27, kNCDHW = 30;
@@ -44,6 +46,11 @@ std::string g_log_copy;
 std::map<std::string, int32_t> g_fail;
 uint64_t g_workspace_size = 256;
 int64_t g_deterministic = 0;
+// The ACL context current "on the calling thread". The tests cannot reach the
+// thread XLA runs a call on, so the simulator keeps one for the process.
+bool g_context_current = true;
+int g_context_tag = 0;  // what aclrtGetCurrentContext hands out
+std::string g_soc = "Ascend910B2";
 
 }  // namespace
 
@@ -80,7 +87,18 @@ std::set<const aclTensor*> g_tensors;
 std::set<const aclBoolArray*> g_arrays;
 std::set<const aclOpExecutor*> g_executors;
 std::set<void*> g_mallocs;
+std::map<const void*, int> g_streams;  // live streams from aclrtCreateStream -> id
 int g_next_id = 1;
+
+// "S<id>" for a live stream, "default" for null (ACL's default stream),
+// "invalid" for anything else.
+std::string StreamDesc(const void* stream) {
+  if (stream == nullptr) return "default";
+  auto it = g_streams.find(stream);
+  return it == g_streams.end() ? "invalid" : "S" + std::to_string(it->second);
+}
+
+bool StreamUsable(const void* stream) { return stream == nullptr || g_streams.count(stream); }
 
 void Log(const std::string& line) { g_log += line + "\n"; }
 
@@ -234,14 +252,9 @@ Axis MakeAxis(double c, int64_t s, int64_t interpolation, int64_t padding, bool 
   Axis ax{};
   double u = ac ? (c + 1) / 2 * (s - 1) : ((c + 1) * s - 1) / 2;
   double du = ac ? (s - 1) / 2.0 : s / 2.0;
-  // Guard against non-finite / huge coordinates.
-  if (padding == 0 && !(std::fabs(u) <= s + 8.0)) { u = -8; du = 0; }
-  if (padding == 1) {
-    if (std::isnan(u)) { u = 0; du = 0; }
-    else if (u < -8) { u = -8; du = 0; }
-    else if (u > s + 8.0) { u = s + 8.0; du = 0; }
-  }
-  if (padding == 2 && !std::isfinite(u)) { u = 0; du = 0; }
+  // No guard for non-finite or huge coordinates: CANN documents none. Taps
+  // are compared as doubles (InRange) before any conversion to an integer, so
+  // NaN and out-of-range positions read nothing rather than out of bounds.
   if (interpolation == 2) {
     const double x0 = std::floor(u), t = u - x0;
     const double w[4] = {Cubic2(t + 1), Cubic1(t), Cubic1(1 - t), Cubic2(2 - t)};
@@ -465,6 +478,7 @@ int32_t ForwardWorkspace(int kind, const aclTensor* input, const aclTensor* grid
   int32_t code;
   if (Injected(fn.c_str(), &code)) return code;
   if (ws == nullptr || ex == nullptr) return Fail(kNullptr, "null workspaceSize or executor");
+  if (!g_context_current) return Fail(kRuntimeError, "no current context");
   if ((code = CheckTensors({input, grid, out}, "input, grid, out")) != kOk) return code;
   const int k = kind == 1 ? 3 : 2;
   if ((code = CheckShapes(k, false, input, grid, nullptr, out, nullptr, nullptr, interpolation,
@@ -504,6 +518,7 @@ int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
   int32_t code;
   if (Injected(fn.c_str(), &code)) return code;
   if (ws == nullptr || ex == nullptr) return Fail(kNullptr, "null workspaceSize or executor");
+  if (!g_context_current) return Fail(kRuntimeError, "no current context");
   if ((code = CheckTensors({go, input, grid, gin, ggrid},
                            "gradOutput, input, grid, inputGrad, gridGrad")) != kOk) {
     return code;
@@ -540,10 +555,9 @@ int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
 int32_t Launch(int kind, void* workspace, uint64_t size, aclOpExecutor* ex, void* stream) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   const std::string fn = kKindNames[kind];
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), " stream=%p", stream);
   Log(fn + " executor=" + (ex && g_executors.count(ex) ? "E" + std::to_string(ex->id) : ex ? "stale" : "null") +
-      " workspace_size=" + std::to_string(size) + (workspace ? " workspace=set" : " workspace=null") + buf);
+      " workspace_size=" + std::to_string(size) + (workspace ? " workspace=set" : " workspace=null") +
+      " stream=" + StreamDesc(stream));
   if (ex == nullptr) return Fail(kNullptr, "null executor");
   if (g_executors.count(ex) == 0) {
     return Fail(kInvalid, "executor is not live: executors are single-use (launched already?)");
@@ -553,6 +567,8 @@ int32_t Launch(int kind, void* workspace, uint64_t size, aclOpExecutor* ex, void
   struct Free { aclOpExecutor* e; ~Free() { delete e; } } free_ex{ex};
   int32_t code;
   if (Injected(fn.c_str(), &code)) return code;
+  if (!g_context_current) return Fail(kRuntimeError, "no current context");
+  if (!StreamUsable(stream)) return Fail(kRuntimeError, "stream is not a live aclrtStream");
   if (ex->kind != kind) return Fail(kInvalid, "executor belongs to " + std::string(kKindNames[ex->kind]));
   if (size != ex->workspace) return Fail(kInvalid, "workspaceSize differs from GetWorkspaceSize's");
   if (size > 0) {
@@ -706,10 +722,56 @@ int aclrtFree(void* ptr) {
 
 int aclrtSynchronizeStream(void* stream) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "aclrtSynchronizeStream stream=%p", stream);
-  Log(buf);
+  Log("aclrtSynchronizeStream stream=" + StreamDesc(stream));
+  if (!StreamUsable(stream)) return Fail(kRtParamInvalid, "aclrtSynchronizeStream: not a stream");
   return kOk;
+}
+
+int aclrtCreateStream(void** stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (stream == nullptr) return Fail(kRtParamInvalid, "aclrtCreateStream: null pointer");
+  *stream = ::operator new(1);
+  g_streams[*stream] = g_next_id++;
+  Log("aclrtCreateStream -> " + StreamDesc(*stream));
+  return kOk;
+}
+
+int aclrtDestroyStream(void* stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  Log("aclrtDestroyStream " + StreamDesc(stream));
+  if (stream == nullptr || g_streams.erase(stream) == 0) {
+    return Fail(kRtParamInvalid, "aclrtDestroyStream: not a live stream");
+  }
+  ::operator delete(stream);
+  return kOk;
+}
+
+int aclrtMemsetAsync(void* ptr, size_t max_count, int32_t value, size_t count, void* stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  Log("aclrtMemsetAsync count=" + std::to_string(count) + " max=" + std::to_string(max_count) +
+      " value=" + std::to_string(value) + " stream=" + StreamDesc(stream));
+  int32_t code;
+  if (Injected("aclrtMemsetAsync", &code)) return code;
+  if (!g_context_current) return Fail(kRtContextNull, "aclrtMemsetAsync: no current context");
+  if (ptr == nullptr || count > max_count || !StreamUsable(stream)) {
+    return Fail(kRtParamInvalid, "aclrtMemsetAsync: null pointer, count > maxCount or bad stream");
+  }
+  std::memset(ptr, value, count);
+  return kOk;
+}
+
+int aclrtGetCurrentContext(void** context) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  Log("aclrtGetCurrentContext");
+  if (context == nullptr) return Fail(kRtParamInvalid, "aclrtGetCurrentContext: null pointer");
+  if (!g_context_current) return Fail(kRtContextNull, "no context is current");
+  *context = &g_context_tag;
+  return kOk;
+}
+
+const char* aclrtGetSocName() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_soc.empty() ? nullptr : g_soc.c_str();
 }
 
 const char* aclGetRecentErrMsg() {
@@ -783,8 +845,25 @@ void sim_set_deterministic(int64_t value) {
   g_deterministic = value;
 }
 
+void sim_set_context_current(bool current) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_context_current = current;
+}
+
+void sim_set_soc(const char* name) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_soc = name ? name : "";
+}
+
+int64_t sim_live_streams() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return static_cast<int64_t>(g_streams.size());
+}
+
 void sim_reset() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_context_current = true;
+  g_soc = "Ascend910B2";
   g_log.clear();
   g_err.clear();
   g_fail.clear();
