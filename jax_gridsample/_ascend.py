@@ -15,6 +15,8 @@ the first call (see ``ffi/ascend/aclnn_api.h`` and ``docs/ascend.md``).
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -92,18 +94,77 @@ def backward_attributes(*, output_mask, **params):
                 grid_mask=bool(output_mask[1]))
 
 
-def supports(backward: bool, avals_in, *, interpolation, channels_last, **_) -> bool:
-    """Whether aclnn runs this call; the rest lowers to the reference.
+def chip_family(soc: str | None) -> str:
+    """Which documented product family a SoC name (``aclrtGetSocName``) belongs to.
 
-    aclnn takes channels-first tensors only; bicubic exists for the 2D forward only (the
-    backward documents bilinear and nearest, the 3D kernels too).
+    "atlas-a2-a3" (Ascend910B1..B4, B2C, B4-1; Ascend910_93xx), "ascend950", "atlas-training"
+    (Ascend910A, Ascend910B without a digit, Ascend910ProA/ProB/PremiumA), "unsupported" (the
+    Ascend310 inference chips, for which the grid sampler is not documented) or "unknown".
+    """
+    if not soc:
+        return "unknown"
+    if soc.startswith("Ascend950"):
+        return "ascend950"
+    if soc.startswith("Ascend910_93") or re.match(r"Ascend910B\d", soc):
+        return "atlas-a2-a3"
+    if soc.startswith("Ascend910"):
+        return "atlas-training"
+    if soc.startswith("Ascend310"):
+        return "unsupported"
+    return "unknown"
+
+
+_DTYPES = ("float32", "float16", "bfloat16", "float64")
+_INT32_MAX = 2**31 - 1
+_DETERMINISTIC_MAX_CHANNELS = 2048
+
+
+def aclnn_rejects(backward: bool, k: int, interpolation: int, dtype: str, family: str,
+                  plane: int, channels: int, deterministic: bool) -> str | None:
+    """Why CANN's aclnn grid sampler would reject (or not honour) a call, or None if it runs it.
+
+    The rules of the aclnnGridSampler2D/3D[Backward] pages and ops-cv's op code (docs/ascend.md
+    lists them with their sources); where the two differ, the stricter. An unknown chip gets
+    the Atlas training products' rules, the strictest of the chips the pages list.
+    """
+    if family == "unsupported":
+        return "the aclnn grid sampler is not documented for this chip"
+    modern = family in ("atlas-a2-a3", "ascend950")
+    if dtype not in _DTYPES:
+        return f"aclnn takes {', '.join(_DTYPES)}, not {dtype}"
+    if dtype == "bfloat16" and not modern:
+        return "bfloat16 needs an Atlas A2/A3 or Ascend 950 chip"
+    if k == 3 and interpolation == 2:
+        return "aclnn has no 3D bicubic"
+    if not backward:
+        if interpolation == 2 and (dtype == "float64" or not modern):
+            return "the 2D bicubic forward runs on AICore only (float16/32, bfloat16 on A2/A3/950)"
+        if plane >= _INT32_MAX:
+            return "the forward takes H*W (D*H*W) below INT32_MAX"
+        return None
+    if interpolation == 2:
+        return ("the 2D bicubic backward is new in ops-cv (older CANN releases reject it, and "
+                "the runtime does not say which release it is)")
+    if k == 2 and dtype == "float64" and not modern:
+        return "no float64 2D backward on Atlas training products"
+    if deterministic and (dtype == "float64" or channels > _DETERMINISTIC_MAX_CHANNELS):
+        return "CANN's deterministic backward needs a non-float64 dtype and C <= 2048"
+    return None
+
+
+def supports(backward: bool, avals_in, *, interpolation, channels_last, deterministic=False,
+             **_) -> bool:
+    """Whether aclnn runs this call on this chip; "auto" lowers the rest to the reference.
+
+    aclnn takes channels-first tensors only; for the rest see :func:`aclnn_rejects`.
     """
     if channels_last:
         return False
-    rank = len(avals_in[-1].shape)  # the grid: 4 in 2D, 5 in 3D
-    if interpolation == 2 and (backward or rank == 5):
-        return False
-    return str(np.dtype(avals_in[-1].dtype)) in ("float32", "float16", "bfloat16", "float64")
+    input, grid = avals_in[-2], avals_in[-1]
+    return aclnn_rejects(
+        backward, len(grid.shape) - 2, int(interpolation), str(np.dtype(input.dtype)),
+        chip_family(soc_name()), math.prod(input.shape[2:]), input.shape[1],
+        bool(deterministic)) is None
 
 
 # --- lowering registration once JAX knows the plugin's platform ---------------------------

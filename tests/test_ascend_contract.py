@@ -198,13 +198,13 @@ def assert_close(actual, expected, tol):
 def test_forward_and_gradients_match_reference(sim, case):
     k, interp, pad, ac = case
     for dtype, (_, tol) in DTYPES.items():
+        if interp == 2 and dtype == jnp.float64:
+            continue  # rejected by the forward: test_sim_rejects_what_cann_rejects
         x, g, go = make_data(k, dtype)
         xd, gd, god = (a.astype(jnp.float64) for a in (x, g, go))  # the oracle sees the same
         out = ascend_forward(x, g, interp, pad, ac)
         assert out.dtype == dtype
         assert_close(out, grid_sample_reference(xd, gd, interp, pad, ac), tol)
-        if interp == 2:  # aclnn's backward has no bicubic: see test_bicubic_backward_rejected
-            continue
         gi, gg = ascend_backward(go, x, g, interp, pad, ac)
         ri, rg = grid_sample_backward_reference(god, xd, gd, interp, pad, ac, (True, True))
         assert gi.dtype == dtype and gg.dtype == dtype
@@ -270,7 +270,7 @@ def test_forward_call_sequence(sim, k):
     # Contiguous strides, offset 0, the dtype and the documented formats.
     created = [line for line in log if line.startswith("aclCreateTensor")]
     formats = [int(re.search(r"/f(\d+)", line).group(1)) for line in created]
-    assert formats == ([2, 2, 2] if k == 2 else [30, 27, 30])
+    assert formats == ([2, 2, 2] if k == 2 else [30, 2, 30])  # the 3D forward page: grid ND
     for line in created:
         assert "/dt0/" in line and "offset=0" in line
     strides = re.search(r"strides=\[([\d,]+)\]", created[0]).group(1)
@@ -386,23 +386,90 @@ def test_helper_failures_reach_python(sim, fn, expected):
     assert sim.lib.sim_get_deterministic() == (1 if fn == "aclrtMalloc" else 0)
 
 
-def test_documented_checks_reach_python(sim):
-    """The library's own validation (bicubic has no aclnn backward) surfaces as such."""
-    x, g, go = make_data(2, jnp.float32)
-    with pytest.raises(Exception, match=r"ACLNN_ERR_PARAM_INVALID \(161002\).*"
-                                        r"interpolationMode 2 not supported"):
-        jax.block_until_ready(ascend_backward(go, x, g, 2, 0, False))
+# --- what CANN rejects runs on the reference --------------------------------------------------
+
+SOCS = {  # a SoC name aclrtGetSocName gives -> the family its product belongs to
+    "Ascend910B2": "atlas-a2-a3", "Ascend910B4-1": "atlas-a2-a3", "Ascend910_9391": "atlas-a2-a3",
+    "Ascend950PR_9599": "ascend950", "Ascend910A": "atlas-training",
+    "Ascend910B": "atlas-training", "Ascend910ProB": "atlas-training",
+    "Ascend310P3": "unsupported", "": "unknown", "Ascend999": "unknown",
+}
 
 
-def test_bicubic_backward_rejected_and_routed_to_reference():
-    grid4 = jax.ShapeDtypeStruct((1, 2, 2, 2), jnp.float32)
-    grid5 = jax.ShapeDtypeStruct((1, 2, 2, 2, 3), jnp.float32)
-    params = dict(channels_last=False)
-    assert _ascend.supports(False, [grid4, grid4], interpolation=2, **params)
-    assert not _ascend.supports(True, [grid4, grid4, grid4], interpolation=2, **params)
-    assert not _ascend.supports(False, [grid5, grid5], interpolation=2, **params)
-    assert _ascend.supports(True, [grid5, grid5, grid5], interpolation=1, **params)
-    assert not _ascend.supports(False, [grid4, grid4], interpolation=0, channels_last=True)
+def test_chip_families():
+    assert {soc: _ascend.chip_family(soc) for soc in SOCS} == SOCS
+
+
+@pytest.mark.parametrize("chip", ("Ascend910B2", "Ascend910A", ""), ids=("a2", "training",
+                                                                          "unknown"))
+def test_auto_never_sends_what_cann_rejects(sim, ascend_lowering_on_cpu, chip):
+    """Every mode and dtype, forward and backward, on a simulated chip whose rejections follow
+    ops-cv and the API pages: under "auto" nothing fails, and what aclnn covers runs on it."""
+    import jax_gridsample
+
+    sim.lib.sim_set_soc(chip.encode())
+    ran = {}
+    for k, mode, dtype in itertools.product((2, 3), ("bilinear", "nearest", "bicubic"),
+                                            DTYPES):
+        if k == 3 and mode == "bicubic":
+            continue
+        x, g, _ = make_data(k, dtype)
+        sim.lib.sim_clear_log()
+
+        def loss(x, g):
+            return jnp.sum(jax_gridsample.grid_sample(x, g, mode=mode).astype(jnp.float32))
+
+        jax.block_until_ready(jax.grad(loss, argnums=(0, 1))(x, g))
+        ran[k, mode, jnp.dtype(dtype).name] = tuple(
+            name in _calls(sim.log())
+            for name in (f"aclnnGridSampler{k}D", f"aclnnGridSampler{k}DBackward"))
+    modern = chip == "Ascend910B2"
+    expected = {key: (
+        not (key[2] == "bfloat16" and not modern)
+        and not (key[1] == "bicubic" and (key[2] == "float64" or not modern)),
+        not (key[2] == "bfloat16" and not modern) and key[1] != "bicubic"
+        and not (key[0] == 2 and key[2] == "float64" and not modern)) for key in ran}
+    assert ran == expected
+
+
+def test_size_limit_and_determinism_route_to_reference():
+    def avals(input_shape, dtype=jnp.float32):
+        grid = jax.ShapeDtypeStruct((1, 2, 2, 2), dtype)
+        return [jax.ShapeDtypeStruct(input_shape, dtype), grid]
+
+    params = dict(interpolation=0, channels_last=False)
+    huge = (1, 1, 46341, 46341)  # H*W just above INT32_MAX
+    assert not _ascend.supports(False, avals(huge), **params)
+    assert _ascend.supports(False, avals((1, 1, 46340, 46340)), **params)
+    assert _ascend.supports(True, [None, *avals(huge)], **params)  # documented for the forward
+    wide = (1, 2049, 4, 4)
+    assert _ascend.supports(True, [None, *avals(wide)], deterministic=False, **params)
+    assert not _ascend.supports(True, [None, *avals(wide)], deterministic=True, **params)
+    assert not _ascend.supports(True, [None, *avals((1, 3, 4, 4), jnp.float64)],
+                                deterministic=True, **params)
+    assert not _ascend.supports(False, avals((1, 3, 4, 4)), interpolation=0, channels_last=True)
+
+
+@pytest.mark.parametrize("soc, k, dtype, backward, interp", [
+    ("Ascend910B2", 2, jnp.float64, False, 2),   # no AICPU bicubic
+    ("Ascend910A", 2, jnp.float32, False, 2),    # Atlas training: bicubic only on AICPU
+    ("Ascend910A", 3, jnp.bfloat16, False, 0),   # 3D forward bf16 only on A2/A3
+    ("Ascend910A", 2, jnp.bfloat16, True, 0),    # 2D backward bf16 only on A2/A3/950
+    ("Ascend910A", 2, jnp.float64, True, 0),     # the 2D backward page: no float64 there
+    ("Ascend910A", 3, jnp.bfloat16, True, 0),    # the 3D backward page: no bf16 there
+])
+def test_sim_rejects_what_cann_rejects(sim, soc, k, dtype, backward, interp):
+    sim.lib.sim_set_soc(soc.encode())
+    x, g, go = make_data(k, dtype)
+    with pytest.raises(Exception, match=r"ACLNN_ERR_PARAM_INVALID \(161002\)"):
+        if backward:
+            jax.block_until_ready(ascend_backward(go, x, g, interp, 0, False))
+        else:
+            jax.block_until_ready(ascend_forward(x, g, interp, 0, False))
+    sim.lib.sim_set_soc(b"Ascend910B2")
+    if not (k == 2 and dtype == jnp.float64 and not backward):
+        (ascend_backward(go, x, g, interp, 0, False) if backward
+         else ascend_forward(x, g, interp, 0, False))  # the same call runs on an A2
 
 
 def test_channels_last_is_a_clear_error(sim):
@@ -627,6 +694,9 @@ def test_public_api_routes_uncovered_calls_to_reference(sim, ascend_lowering_on_
     jax.grad(loss, argnums=(0, 1))(x, g)  # bicubic: aclnn forward, reference backward
     calls = _calls(sim.log())
     assert "aclnnGridSampler2D" in calls and "aclnnGridSampler2DBackward" not in calls
+    sim.lib.sim_clear_log()
+    jax.grad(loss, argnums=(0, 1))(x.astype(jnp.float64), g.astype(jnp.float64))
+    assert _calls(sim.log()) == []  # no float64 bicubic in aclnn: all on the reference
     with pytest.raises(NotImplementedError, match="does not cover this call"):
         jax_gridsample.grid_sample_backward(
             jnp.ones((2, 3, 3, 4), jnp.float32), x, g, mode="bicubic", implementation="native")
@@ -693,7 +763,7 @@ INVALID_2D_BACKWARD = {  # every ACLNN_ERR_PARAM_INVALID condition of the 2D bac
     "dtype not supported": dict(dtypes=dict(go=3, x=3, g=3, gx=3, gg=3)),
     "dtypes differ": dict(dtypes=dict(g=1)),
     "not 4-D": dict(shapes=dict(go=(1, 2, 3, 4, 1))),
-    "interpolation out of range": dict(interp=2),
+    "interpolation out of range": dict(interp=3),
     "padding out of range": dict(pad=3),
     "N differs": dict(shapes=dict(g=(2, 3, 4, 2), gg=(2, 3, 4, 2))),
     "C differs": dict(shapes=dict(go=(1, 3, 3, 4))),

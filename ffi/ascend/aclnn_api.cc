@@ -152,6 +152,8 @@ std::unique_ptr<Loaded> Load(const std::string& key, bool explicit_list, std::st
   need("aclrtCtxSetSysParamOpt", &api.ctx_set_sys_param_opt);
   Resolve(*loaded, "aclDestroyAclOpExecutor", &api.destroy_executor);  // optional
   Resolve(*loaded, "aclrtGetSocName", &api.get_soc_name);               // optional
+  Resolve(*loaded, "aclrtGetSysParamOpt", &api.get_sys_param_opt);      // optional
+  Resolve(*loaded, "aclrtSetSysParamOpt", &api.set_sys_param_opt);      // optional
 
   if (!missing.empty()) {
     // A one-sentence summary first (native_status() shows it), then the details.

@@ -80,14 +80,13 @@ using GetSocNameFn = const char* (*)();
 }
 
 // The resolved entry points. Every member is non-null once Load() succeeded,
-// except destroy_executor (aclDestroyAclOpExecutor, only in newer CANN) and
-// get_soc_name (aclrtGetSocName).
+// except the optional ones marked below.
 struct AclnnApi {
   CreateTensorFn create_tensor = nullptr;
   DestroyTensorFn destroy_tensor = nullptr;
   CreateBoolArrayFn create_bool_array = nullptr;
   DestroyBoolArrayFn destroy_bool_array = nullptr;
-  DestroyExecutorFn destroy_executor = nullptr;  // optional
+  DestroyExecutorFn destroy_executor = nullptr;  // optional: only in newer CANN
 
   ForwardWorkspaceFn grid_sampler2d_workspace = nullptr;
   LaunchFn grid_sampler2d = nullptr;
@@ -107,6 +106,10 @@ struct AclnnApi {
   GetCurrentContextFn get_current_context = nullptr;
   MemsetAsyncFn memset_async = nullptr;
   GetSocNameFn get_soc_name = nullptr;  // optional
+  // The process-wide twins of the context options (aclrtGet/SetSysParamOpt),
+  // optional: opbase reads the process value when it picks kernels.
+  GetSysParamOptFn get_sys_param_opt = nullptr;
+  SetSysParamOptFn set_sys_param_opt = nullptr;
 };
 
 // The environment variable that overrides the library list. The list is groups

@@ -195,26 +195,39 @@ inline ffi::Error AllocateAndLaunch(const AclnnApi& api, DeviceMemory& memory, E
   return ffi::Error::Success();
 }
 
-// Makes the current context deterministic (ACL_OPT_DETERMINISTIC = 1) if it
-// is not already, and leaves it so. The option is context-wide and CANN
-// advises setting it once rather than per call: switching it off again after
-// the call would race with other threads' calls in the same context (their
-// kernels would be chosen with whatever value was current at that moment).
-// Turning it only ever on keeps every caller who asked for determinism
-// served; the price is that later non-deterministic calls in that context
-// run the deterministic kernels too.
-inline ffi::Error EnsureDeterministic(const AclnnApi& api) {
+// Sets ACL_OPT_DETERMINISTIC to 1 through `get`/`set` unless it already is 1.
+inline ffi::Error RaiseToDeterministic(const AclnnApi& api, GetSysParamOptFn get,
+                                       SetSysParamOptFn set, const char* set_name) {
   int64_t current = 0;
-  // An option never set reads as an error on some CANN versions: it is 0 then.
-  if (api.ctx_get_sys_param_opt(kAclOptDeterministic, &current) == 0 && current == 1) {
-    return ffi::Error::Success();
-  }
-  const aclError rc = api.ctx_set_sys_param_opt(kAclOptDeterministic, 1);
+  // An option never set reads as an error (107021): it is 0 then.
+  if (get(kAclOptDeterministic, &current) == 0 && current == 1) return ffi::Error::Success();
+  const aclError rc = set(kAclOptDeterministic, 1);
   if (rc != 0) {
-    return Internal("aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 1) failed with aclError " +
+    return Internal(std::string(set_name) + "(ACL_OPT_DETERMINISTIC, 1) failed with aclError " +
                     std::to_string(rc) + ": " + RecentErrMsg(api));
   }
   return ffi::Error::Success();
+}
+
+// Makes aclnn deterministic from now on: ACL_OPT_DETERMINISTIC = 1 in the
+// current context (which the grid sampler's op code reads) and, where the
+// runtime has it, for the process (which opbase reads when it picks kernels;
+// torch_npu sets both too). Each is set only if it is not 1 already, and
+// never switched back: the options are context- or process-wide, so
+// restoring them after the call would race with other threads' calls, and
+// CANN advises setting them once. The price: after the first deterministic
+// call, the non-deterministic ones run the deterministic kernels too.
+inline ffi::Error EnsureDeterministic(const AclnnApi& api) {
+  if (ffi::Error e = RaiseToDeterministic(api, api.ctx_get_sys_param_opt,
+                                          api.ctx_set_sys_param_opt, "aclrtCtxSetSysParamOpt");
+      e.failure()) {
+    return e;
+  }
+  if (api.get_sys_param_opt == nullptr || api.set_sys_param_opt == nullptr) {
+    return ffi::Error::Success();
+  }
+  return RaiseToDeterministic(api, api.get_sys_param_opt, api.set_sys_param_opt,
+                              "aclrtSetSysParamOpt");
 }
 
 inline ffi::Error FailedPrecondition(const std::string& msg) {
@@ -326,10 +339,14 @@ inline ffi::Error CheckCommon(const ffi::AnyBuffer& input, const ffi::AnyBuffer&
   return ffi::Error::Success();
 }
 
-// The formats the seeds document: 2D tensors are ND; 3D feature maps are
-// NCDHW and 3D grids NDHWC (their coordinate axis is last).
+// The formats the API pages list: every 2D tensor ND; 3D feature maps NCDHW;
+// the 3D forward's grid ND and the 3D backward's grid and grid gradient NDHWC
+// (their coordinate axis is last). Only the feature maps' format changes how
+// ops-cv reads the shapes (NDHWC would make it take C from the last axis).
 inline int32_t FeatureFormat(size_t rank) { return rank == 5 ? kAclFormatNCDHW : kAclFormatND; }
-inline int32_t GridFormat(size_t rank) { return rank == 5 ? kAclFormatNDHWC : kAclFormatND; }
+inline int32_t GridFormat(size_t rank, bool backward) {
+  return rank == 5 && backward ? kAclFormatNDHWC : kAclFormatND;
+}
 
 }  // namespace gs_ascend
 

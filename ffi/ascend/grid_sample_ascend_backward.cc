@@ -105,7 +105,7 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
   }
 
   const int32_t feature_format = FeatureFormat(rank);
-  const int32_t grid_format = GridFormat(rank);
+  const int32_t grid_format = GridFormat(rank, true);
   if (ffi::Error e = acl_grad_output.Create(DimsOf(grad_output), dtype, feature_format,
                                             grad_output.untyped_data(), "grad_output");
       e.failure()) {

@@ -1,22 +1,33 @@
 // A simulated CANN aclnn library for the tests: the symbols the Ascend
 // handlers dlopen (aclCreateTensor & co., the eight grid sampler entry points,
-// aclrtMalloc/aclrtFree/aclrtSynchronizeStream, aclGetRecentErrMsg and the
-// context option calls), executing on host memory in float64.
+// the aclrt* runtime calls, aclGetRecentErrMsg and the determinism options),
+// executing on host memory in float64.
 //
-// It enforces the checks of the aclnnGridSampler2DBackward /
-// aclnnGridSampler3DBackward documentation (ACLNN_ERR_PARAM_NULLPTR 161001 for
-// null tensors, ACLNN_ERR_PARAM_INVALID 161002 for every invalid parameter),
-// the same for the forward entry points, the outputMask rules (null or both
-// false: success, nothing computed) and single-use executors, and it records
-// every call. Test knobs (extern "C", prefixed sim_):
+// It follows CANN's API pages for aclnnGridSampler2D/3D[Backward] and the
+// ops-cv sources of those entry points (image/grid_sample/op_api/,
+// image/grid_sampler{2,3}_d_grad/op_host/op_api/), including where they are
+// unhelpful: ACLNN_ERR_PARAM_NULLPTR 161001 for null tensors,
+// ACLNN_ERR_PARAM_INVALID 161002 for invalid parameters, formats outside the
+// pages' lists and the per-chip dtype and mode rejections; success with
+// nothing computed or written for a null or all-false outputMask and for
+// empty tensors (ops-cv returns early); single-use executors; a current
+// context for every call (ACL_ERROR_RT_CONTEXT_NULL 107002 without one) and
+// live streams from aclrtCreateStream (or null, ACL's default stream) for
+// launches, which its log names. It has no guard of its own for non-finite
+// coordinates. It records every call. Test knobs (extern "C", prefixed sim_):
 //   sim_get_log() / sim_clear_log()   the call log, one line per call
 //   sim_fail_next(fn, code)           the next call of fn returns code (null for creators)
 //   sim_live(kind)                    live "tensor", "bool_array", "executor", "malloc"
 //   sim_set_workspace_size(bytes)     what GetWorkspaceSize reports (default 256)
-//   sim_get_deterministic()           the current ACL_OPT_DETERMINISTIC value
+//   sim_get/set_deterministic()       ACL_OPT_DETERMINISTIC of the context (set: both)
+//   sim_get_process_deterministic()   ... of the process
+//   sim_set_context_current(bool)     whether a context is current (one for the process:
+//                                     the tests cannot reach the thread XLA runs a call on)
+//   sim_set_soc(name)                 what aclrtGetSocName returns (default "Ascend910B2")
 //   sim_reset()                       all of the above back to the start (live objects kept)
 //
 // Build: c++ -std=c++17 -O1 -shared -fPIC aclnn_sim.cc -o libaclnn_sim.so
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -45,7 +56,8 @@ std::string g_err;
 std::string g_log_copy;
 std::map<std::string, int32_t> g_fail;
 uint64_t g_workspace_size = 256;
-int64_t g_deterministic = 0;
+int64_t g_deterministic = 0;          // ACL_OPT_DETERMINISTIC of the context
+int64_t g_process_deterministic = 0;  // ... of the process (aclrtSetSysParamOpt)
 // The ACL context current "on the calling thread". The tests cannot reach the
 // thread XLA runs a call on, so the simulator keeps one for the process.
 bool g_context_current = true;
@@ -408,6 +420,99 @@ int32_t CheckTensors(const std::vector<const aclTensor*>& ts, const char* names)
   return kOk;
 }
 
+// The simulated chip, from its SoC name as aclrtGetSocName gives it (the
+// runtime's platform .ini files: Ascend910A/B/ProA/ProB/PremiumA are Atlas
+// training, DAV_1001; Ascend910B<digit>... Atlas A2 and Ascend910_93xx Atlas
+// A3, DAV_2201; Ascend950* DAV_3510; Ascend310P* DAV_2002).
+enum class Chip { kTraining, kA2A3, k950, k310P, kOther };
+
+Chip CurrentChip() {
+  const std::string& s = g_soc;
+  if (s.rfind("Ascend950", 0) == 0) return Chip::k950;
+  if (s.rfind("Ascend910_93", 0) == 0) return Chip::kA2A3;
+  if (s.rfind("Ascend910B", 0) == 0 && s.size() > 10 && std::isdigit(static_cast<unsigned char>(s[10]))) {
+    return Chip::kA2A3;
+  }
+  if (s.rfind("Ascend910", 0) == 0) return Chip::kTraining;
+  if (s.rfind("Ascend310P", 0) == 0) return Chip::k310P;
+  return Chip::kOther;
+}
+
+// Formats as the API pages list them. aclnnGridSampler2D / 2DBackward: every
+// tensor ND. aclnnGridSampler3D: input and out NCDHW, NDHWC or ND (the op
+// checks this), grid ND. aclnnGridSampler3DBackward: gradOutput, input and
+// inputGrad NCDHW or NDHWC (not NDHWC for DOUBLE), grid and gridGrad NDHWC.
+// Only the 3D forward's check is in the ops-cv code; the simulator holds the
+// other calls to the documented formats as well. NDHWC feature maps make
+// ops-cv read C from the last axis, which the simulator does not model.
+int32_t CheckFormats(int k, bool backward, const std::vector<const aclTensor*>& features,
+                     const std::vector<const aclTensor*>& grids) {
+  for (const aclTensor* t : features) {
+    if (k == 2 && t->format != kND) {
+      return Fail(kInvalid, "feature map format " + std::to_string(t->format) + " is not ND");
+    }
+    if (k == 3 && t->format == kNDHWC) {
+      return Fail(kInvalid, t->dtype == kDouble ? "DOUBLE does not support the NDHWC format"
+                                                : "NDHWC feature maps are not simulated");
+    }
+    if (k == 3 && t->format != kNCDHW && (backward || t->format != kND)) {
+      return Fail(kInvalid, "feature map format " + std::to_string(t->format) +
+                                (backward ? " is not NCDHW" : " is not NCDHW or ND"));
+    }
+  }
+  const int32_t grid_format = (k == 3 && backward) ? kNDHWC : kND;
+  for (const aclTensor* t : grids) {
+    if (t->format != grid_format) {
+      return Fail(kInvalid, "grid format " + std::to_string(t->format) + " is not " +
+                                (grid_format == kND ? "ND" : "NDHWC"));
+    }
+  }
+  return kOk;
+}
+
+// The dtype and mode rules that depend on the chip, checked where ops-cv
+// checks them (kind 0/1: 2D/3D forward, 2/3: 2D/3D backward). In CheckParams,
+// before the empty-tensor return:
+//  - 2D backward: BFLOAT16 only on A2/A3/950 (aclnn_grid_sampler2d_backward.cpp
+//    dtype lists); its page also excludes DOUBLE on Atlas training products,
+//    which the code would send to AICPU: the simulator follows the page.
+//  - 3D backward: its page excludes BFLOAT16 on Atlas training products (the
+//    code has no chip gating): the simulator follows the page.
+//  - 2D forward: BFLOAT16 rejected on 310P (DAV_2002).
+int32_t CheckChipDtypes(int kind, int32_t dtype) {
+  const Chip chip = CurrentChip();
+  const bool modern = chip == Chip::kA2A3 || chip == Chip::k950;
+  if (kind == 2 && dtype == kBf16 && !modern) return Fail(kInvalid, "BFLOAT16 needs Atlas A2/A3 or 950");
+  if (kind == 2 && dtype == kDouble && chip == Chip::kTraining) {
+    return Fail(kInvalid, "DOUBLE is not supported on Atlas training products");
+  }
+  if (kind == 3 && dtype == kBf16 && chip == Chip::kTraining) {
+    return Fail(kInvalid, "BFLOAT16 is not supported on Atlas training products");
+  }
+  if (kind == 0 && dtype == kBf16 && chip == Chip::k310P) return Fail(kInvalid, "BFLOAT16 on 310P");
+  return kOk;
+}
+
+// The forwards' routing rejections, after the empty-tensor return:
+//  - 2D: bicubic is rejected wherever the call would run on AICPU, which has
+//    no bicubic: DOUBLE on every chip, every dtype on Atlas training products
+//    and everything the 310P's AICore template does not take (it takes
+//    bilinear only) (aclnn_grid_sampler2d.cpp CheckAiCpuSupport).
+//  - 3D: BFLOAT16 only on A2/A3 (and 950) ("when data type is bfloat16, only
+//    support by ascend910B or ascend910_93", aclnn_grid_sampler3d.cpp).
+int32_t CheckForwardRoute(int kind, int32_t dtype, int64_t interpolation) {
+  const Chip chip = CurrentChip();
+  const bool modern = chip == Chip::kA2A3 || chip == Chip::k950;
+  if (kind == 0 && interpolation == 2 && (dtype == kDouble || !modern)) {
+    return Fail(kInvalid, "no AICPU bicubic: when data type is double, no support interpolation "
+                          "mode is bicubic");
+  }
+  if (kind == 1 && dtype == kBf16 && !modern) {
+    return Fail(kInvalid, "when data type is bfloat16, only support by ascend910B or ascend910_93");
+  }
+  return kOk;
+}
+
 // Ranks, formats, modes and shape relations for the forward or backward.
 // feature maps: input (and grad_output, input_grad / out), grids: grid (and grid_grad).
 int32_t CheckShapes(int k, bool backward, const aclTensor* input, const aclTensor* grid,
@@ -422,22 +527,14 @@ int32_t CheckShapes(int k, bool backward, const aclTensor* input, const aclTenso
   if (ggrid) grids.push_back(ggrid);
   for (const aclTensor* t : features) {
     if (t->view.size() != rank) return Fail(kInvalid, "feature map is not " + std::to_string(rank) + "-D: " + Desc(t));
-    const bool ok = k == 2 ? (t->format == kND || t->format == kNCHW) : t->format == kNCDHW;
-    if (!ok) {
-      if (k == 3 && t->format == kNDHWC && t->dtype == kDouble) {
-        return Fail(kInvalid, "DOUBLE does not support the NDHWC format");
-      }
-      return Fail(kInvalid, "feature map format " + std::to_string(t->format) +
-                                (k == 2 ? " is not ND/NCHW" : " is not NCDHW (NDHWC is not simulated)"));
-    }
-    if (t->format != input->format) return Fail(kInvalid, "feature maps have different formats");
   }
   for (const aclTensor* t : grids) {
     if (t->view.size() != rank) return Fail(kInvalid, "grid is not " + std::to_string(rank) + "-D: " + Desc(t));
-    const bool ok = k == 2 ? t->format == kND : t->format == kNDHWC;
-    if (!ok) return Fail(kInvalid, "grid format " + std::to_string(t->format) + (k == 2 ? " is not ND" : " is not NDHWC"));
   }
-  const int64_t max_interp = (k == 2 && !backward) ? 2 : 1;
+  if (int32_t code = CheckFormats(k, backward, features, grids); code != kOk) return code;
+  // Modes: 2D forward and (since ops-cv commit b3bb0e12) 2D backward take
+  // bicubic (2); the 3D ones bilinear and nearest only.
+  const int64_t max_interp = k == 2 ? 2 : 1;
   if (interpolation < 0 || interpolation > max_interp) {
     return Fail(kInvalid, "interpolationMode " + std::to_string(interpolation) + " not supported");
   }
@@ -448,7 +545,9 @@ int32_t CheckShapes(int k, bool backward, const aclTensor* input, const aclTenso
   const auto& gv = grid->view;
   if (gv[0] != iv[0]) return Fail(kInvalid, "N of input and grid differ");
   if (gv[rank - 1] != k) return Fail(kInvalid, "the last dimension of grid is not " + std::to_string(k));
-  for (size_t i = 2; i < rank; ++i) {
+  // Input H and W must not be 0 (2D, and dims 3 and 4 of the 3D forward);
+  // the 3D backward checks none, the 3D forward not D.
+  for (size_t i = rank - 2; i < rank && !(k == 3 && backward); ++i) {
     if (iv[i] == 0) return Fail(kInvalid, "a spatial dimension of input is 0");
   }
   const aclTensor* result = backward ? go : out;  // (N, C, grid spatial)
@@ -467,6 +566,32 @@ int32_t CheckShapes(int k, bool backward, const aclTensor* input, const aclTenso
 const char* kKindNames[4] = {"aclnnGridSampler2D", "aclnnGridSampler3D",
                              "aclnnGridSampler2DBackward", "aclnnGridSampler3DBackward"};
 
+// A new executor for kind; compute false: one that runs nothing, as ops-cv
+// hands out (with workspace size 0) when it returns early.
+aclOpExecutor* NewExecutor(int kind, bool compute, uint64_t* ws, aclOpExecutor** ex) {
+  auto* e = new aclOpExecutor{};
+  e->kind = kind;
+  e->compute = compute;
+  e->workspace = compute ? g_workspace_size : 0;
+  e->deterministic = g_process_deterministic;
+  e->id = g_next_id++;
+  g_executors.insert(e);
+  *ws = e->workspace;
+  *ex = e;
+  Log("  -> executor E" + std::to_string(e->id) + " workspace=" + std::to_string(e->workspace) +
+      (compute ? "" : " (computes nothing)"));
+  return e;
+}
+
+std::string DeterministicDesc() {
+  return " det=" + std::to_string(g_process_deterministic) +
+         " ctxdet=" + std::to_string(g_deterministic);
+}
+
+// aclnnGridSampler2D/3DGetWorkspaceSize (aclnn_grid_sampler2d.cpp,
+// aclnn_grid_sampler3d.cpp): CheckParams, then an empty input or grid returns
+// success with nothing to run (out is neither checked nor written), then the
+// routing rejections.
 int32_t ForwardWorkspace(int kind, const aclTensor* input, const aclTensor* grid,
                          int64_t interpolation, int64_t padding, bool ac, aclTensor* out,
                          uint64_t* ws, aclOpExecutor** ex) {
@@ -474,7 +599,7 @@ int32_t ForwardWorkspace(int kind, const aclTensor* input, const aclTensor* grid
   const std::string fn = std::string(kKindNames[kind]) + "GetWorkspaceSize";
   Log(fn + " input=" + Desc(input) + " grid=" + Desc(grid) + " out=" + Desc(out) + " interp=" +
       std::to_string(interpolation) + " pad=" + std::to_string(padding) + " ac=" +
-      std::to_string(ac) + " det=" + std::to_string(g_deterministic));
+      std::to_string(ac) + DeterministicDesc());
   int32_t code;
   if (Injected(fn.c_str(), &code)) return code;
   if (ws == nullptr || ex == nullptr) return Fail(kNullptr, "null workspaceSize or executor");
@@ -485,20 +610,23 @@ int32_t ForwardWorkspace(int kind, const aclTensor* input, const aclTensor* grid
                           padding)) != kOk) {
     return code;
   }
-  auto* e = new aclOpExecutor{};
-  e->kind = kind;
+  if ((code = CheckChipDtypes(kind, input->dtype)) != kOk) return code;
+  if (Numel(input->view) == 0 || Numel(grid->view) == 0) {
+    NewExecutor(kind, false, ws, ex);
+    return kOk;
+  }
+  if ((code = CheckForwardRoute(kind, input->dtype, interpolation)) != kOk) return code;
+  aclOpExecutor* e = NewExecutor(kind, true, ws, ex);
   e->a = input; e->b = grid; e->out0 = out;
   e->interpolation = interpolation; e->padding = padding; e->align_corners = ac;
-  e->compute = true;
-  e->workspace = g_workspace_size;
-  e->id = g_next_id++;
-  g_executors.insert(e);
-  *ws = e->workspace;
-  *ex = e;
-  Log("  -> executor E" + std::to_string(e->id) + " workspace=" + std::to_string(e->workspace));
   return kOk;
 }
 
+// aclnnGridSampler2D/3DBackwardGetWorkspaceSize
+// (aclnn_grid_sampler2d_backward.cpp, aclnn_grid_sampler3d_backward.cpp): a
+// null outputMask returns success before any check; then CheckParams
+// (including the mask's size); then an empty gradOutput, input or grid, or an
+// all-false mask, returns success with nothing to run and nothing written.
 int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
                           const aclTensor* grid, int64_t interpolation, int64_t padding, bool ac,
                           const aclBoolArray* mask, aclTensor* gin, aclTensor* ggrid,
@@ -514,11 +642,15 @@ int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
   Log(fn + " gradOutput=" + Desc(go) + " input=" + Desc(input) + " grid=" + Desc(grid) +
       " inputGrad=" + Desc(gin) + " gridGrad=" + Desc(ggrid) + " mask=" + mask_desc +
       " interp=" + std::to_string(interpolation) + " pad=" + std::to_string(padding) + " ac=" +
-      std::to_string(ac) + " det=" + std::to_string(g_deterministic));
+      std::to_string(ac) + DeterministicDesc());
   int32_t code;
   if (Injected(fn.c_str(), &code)) return code;
   if (ws == nullptr || ex == nullptr) return Fail(kNullptr, "null workspaceSize or executor");
   if (!g_context_current) return Fail(kRuntimeError, "no current context");
+  if (mask == nullptr) {
+    NewExecutor(kind, false, ws, ex);
+    return kOk;
+  }
   if ((code = CheckTensors({go, input, grid, gin, ggrid},
                            "gradOutput, input, grid, inputGrad, gridGrad")) != kOk) {
     return code;
@@ -528,27 +660,19 @@ int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
                           padding)) != kOk) {
     return code;
   }
-  bool m[2] = {false, false};
-  if (mask != nullptr) {
-    if (g_arrays.count(mask) == 0) return Fail(kInvalid, "outputMask is not a live aclBoolArray");
-    if (mask->values.size() != 2) return Fail(kInvalid, "outputMask must have 2 elements");
-    m[0] = mask->values[0];
-    m[1] = mask->values[1];
+  if ((code = CheckChipDtypes(kind, input->dtype)) != kOk) return code;
+  if (g_arrays.count(mask) == 0) return Fail(kInvalid, "outputMask is not a live aclBoolArray");
+  if (mask->values.size() != 2) return Fail(kInvalid, "outputMask must have 2 elements");
+  const bool m[2] = {mask->values[0], mask->values[1]};
+  if (Numel(go->view) == 0 || Numel(input->view) == 0 || Numel(grid->view) == 0 ||
+      !(m[0] || m[1])) {
+    NewExecutor(kind, false, ws, ex);
+    return kOk;
   }
-  auto* e = new aclOpExecutor{};
-  e->kind = kind;
+  aclOpExecutor* e = NewExecutor(kind, true, ws, ex);
   e->a = go; e->b = input; e->c = grid; e->out0 = gin; e->out1 = ggrid;
   e->interpolation = interpolation; e->padding = padding; e->align_corners = ac;
   e->mask[0] = m[0]; e->mask[1] = m[1];
-  e->compute = m[0] || m[1];  // null or all-false mask: computes nothing, succeeds
-  e->workspace = g_workspace_size;
-  e->deterministic = g_deterministic;
-  e->id = g_next_id++;
-  g_executors.insert(e);
-  *ws = e->workspace;
-  *ex = e;
-  Log(std::string("  -> executor E") + std::to_string(e->id) + " workspace=" +
-      std::to_string(e->workspace) + (e->compute ? "" : " (computes nothing)"));
   return kOk;
 }
 
@@ -792,12 +916,30 @@ int aclrtCtxGetSysParamOpt(int32_t opt, int64_t* value) {
   return kOk;
 }
 
+int aclrtGetSysParamOpt(int32_t opt, int64_t* value) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  Log("aclrtGetSysParamOpt opt=" + std::to_string(opt));
+  if (value == nullptr || opt != 0) return Fail(kRtParamInvalid, "aclrtGetSysParamOpt: bad args");
+  *value = g_process_deterministic;
+  return kOk;
+}
+
+int aclrtSetSysParamOpt(int32_t opt, int64_t value) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  Log("aclrtSetSysParamOpt opt=" + std::to_string(opt) + " value=" + std::to_string(value));
+  int32_t code;
+  if (Injected("aclrtSetSysParamOpt", &code)) return code;
+  if (opt != 0 || value < 0 || value > 3) return Fail(kRtParamInvalid, "aclrtSetSysParamOpt: bad args");
+  g_process_deterministic = value;
+  return kOk;
+}
+
 int aclrtCtxSetSysParamOpt(int32_t opt, int64_t value) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   Log("aclrtCtxSetSysParamOpt opt=" + std::to_string(opt) + " value=" + std::to_string(value));
   int32_t code;
   if (Injected("aclrtCtxSetSysParamOpt", &code)) return code;
-  if (opt != 0 || (value != 0 && value != 1)) return Fail(kRtParamInvalid, "aclrtCtxSetSysParamOpt: bad args");
+  if (opt != 0 || value < 0 || value > 3) return Fail(kRtParamInvalid, "aclrtCtxSetSysParamOpt: bad args");
   g_deterministic = value;
   return kOk;
 }
@@ -843,6 +985,12 @@ int64_t sim_get_deterministic() {
 void sim_set_deterministic(int64_t value) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   g_deterministic = value;
+  g_process_deterministic = value;
+}
+
+int64_t sim_get_process_deterministic() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_process_deterministic;
 }
 
 void sim_set_context_current(bool current) {
@@ -855,11 +1003,6 @@ void sim_set_soc(const char* name) {
   g_soc = name ? name : "";
 }
 
-int64_t sim_live_streams() {
-  std::lock_guard<std::recursive_mutex> lock(g_mu);
-  return static_cast<int64_t>(g_streams.size());
-}
-
 void sim_reset() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   g_context_current = true;
@@ -869,6 +1012,7 @@ void sim_reset() {
   g_fail.clear();
   g_workspace_size = 256;
   g_deterministic = 0;
+  g_process_deterministic = 0;
 }
 
 }  // extern "C"
