@@ -70,7 +70,8 @@ def grid_sample(
         ``input`` and the result.
     deterministic : bool
         Make the backward bitwise reproducible where the kernel is not by default (CUDA atomics,
-        aclnn). The CPU kernels and the reference are always deterministic.
+        aclnn; on Ascend this turns CANN's determinism on and leaves it on, see
+        ``docs/ascend.md``). The CPU kernels and the reference are always deterministic.
 
     Returns
     -------
