@@ -863,9 +863,18 @@ void ForwardPartAvx2F32(const Geometry& g, int64_t interpolation, const float* i
 
 #else  // !GS_CPU_HAVE_AVX2_PATH
 
+// Other architectures: HasAvx2Fma() is false, so the callers never reach the
+// AVX2 path; these definitions only satisfy the linker (declared in
+// grid_sample_avx2.h and referenced from grid_sample_forward_cpu.cc and the
+// backward files, which compile for every architecture).
 bool HasAvx2Fma() { return false; }
 bool PrefersWideLoops() { return false; }
-inline bool Avx2PathFits(const Geometry&) { return false; }
+bool Avx2PathFits(const Geometry&) { return false; }
+bool SamplesPairs(const Geometry&, int64_t) { return false; }
+void ForwardChunkAvx2F32(const Geometry&, int64_t, const float*, const float*, float*, int64_t,
+                         int64_t, int64_t) {}
+void ForwardPartAvx2F32(const Geometry&, int64_t, const float*, const float*, float*, int64_t,
+                        int64_t, int64_t) {}
 
 #endif  // GS_CPU_HAVE_AVX2_PATH
 
