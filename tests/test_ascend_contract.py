@@ -86,6 +86,7 @@ class Sim:
         lib.sim_set_deterministic.argtypes = [ctypes.c_int64]
         lib.sim_set_context_current.argtypes = [ctypes.c_bool]
         lib.sim_set_soc.argtypes = [ctypes.c_char_p]
+        lib.sim_set_output_bias.argtypes = [ctypes.c_double]
         lib.aclrtCreateStream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self.lib = lib
         handle = ctypes.c_void_p()
@@ -700,6 +701,53 @@ def test_public_api_routes_uncovered_calls_to_reference(sim, ascend_lowering_on_
     with pytest.raises(NotImplementedError, match="does not cover this call"):
         jax_gridsample.grid_sample_backward(
             jnp.ones((2, 3, 3, 4), jnp.float32), x, g, mode="bicubic", implementation="native")
+
+
+# --- the hardware acceptance script (benchmarks/ascend.py), run against the simulator ---------
+
+def _acceptance():
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "benchmarks" / "ascend.py"
+    spec = importlib.util.spec_from_file_location("ascend_acceptance", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_acceptance_script_passes_on_aclnn(sim, ascend_lowering_on_cpu):
+    """Its parity, empty and NaN checks, with "native" meaning the handlers on the simulator."""
+    acceptance, cpu = _acceptance(), jax.devices("cpu")[0]
+    cases = acceptance.covered_cases(  # one case per kind of call; the script has them all
+        quick=True, pattern=r"^2d-bilinear-reflection|^2d-bicubic-border|^3d-nearest-border")
+    results = {r["name"]: r["status"] for r in
+               (dict(acceptance.check_case(case, cpu, cpu), name=case["name"]) for case in cases)}
+    assert results == {
+        "2d-bilinear-reflection-noac-float32-fwd": "pass",
+        "2d-bilinear-reflection-noac-float32-bwd-both-det": "pass",
+        "2d-bicubic-border-ac-float32-fwd": "pass",
+        "2d-bicubic-border-ac-float32-bwd-both-det": "routed",
+        "3d-nearest-border-ac-float32-fwd": "pass",
+        "3d-nearest-border-ac-float32-bwd-both-det": "pass"}
+    calls = _calls(sim.log())
+    assert "aclnnGridSampler3DBackward" in calls and "aclnnGridSampler2DBackward" in calls
+    assert acceptance.check_empty(cpu, cpu, dtypes=("float32",))["status"] == "pass"
+    acceptance.MODES, acceptance.PADDINGS = {2: ("bicubic",), 3: ("bilinear",)}, ("border",)
+    assert acceptance.check_nan(cpu, cpu)["status"] == "pass"
+
+
+def test_acceptance_script_catches_a_wrong_kernel(sim, ascend_lowering_on_cpu):
+    acceptance, cpu = _acceptance(), jax.devices("cpu")[0]
+    sim.lib.sim_set_output_bias(1e-3)
+    cases = acceptance.covered_cases(quick=True, pattern=r"^2d-bilinear-border|^3d-nearest-zeros")
+    results = [acceptance.check_case(case, cpu, cpu) for case in cases]
+    assert len(results) >= 4 and all(r["status"] == "fail" for r in results)
+
+
+def test_acceptance_script_without_an_npu(capsys):
+    assert _acceptance().main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("no Ascend NPU visible to JAX") and out.count("\n") == 1
 
 
 # --- the simulator itself follows the documentation ----------------------------------------

@@ -24,6 +24,7 @@
 //   sim_set_context_current(bool)     whether a context is current (one for the process:
 //                                     the tests cannot reach the thread XLA runs a call on)
 //   sim_set_soc(name)                 what aclrtGetSocName returns (default "Ascend910B2")
+//   sim_set_output_bias(value)        added to every value a launch writes (a wrong kernel)
 //   sim_reset()                       all of the above back to the start (live objects kept)
 //
 // Build: c++ -std=c++17 -O1 -shared -fPIC aclnn_sim.cc -o libaclnn_sim.so
@@ -63,6 +64,7 @@ int64_t g_process_deterministic = 0;  // ... of the process (aclrtSetSysParamOpt
 bool g_context_current = true;
 int g_context_tag = 0;  // what aclrtGetCurrentContext hands out
 std::string g_soc = "Ascend910B2";
+double g_output_bias = 0;  // added to every value a launch writes (a wrong kernel, for tests)
 
 }  // namespace
 
@@ -378,11 +380,11 @@ void Run(const aclOpExecutor& e) {
                     if (k == 3) ggrad[2] += g * v * ax[0].w[tx] * ax[1].w[ty] * ax[2].dw[tz];
                   }
                 }
-            if (out) fidx(out, b, ch, z, y, x, nullptr, true, acc);
+            if (out) fidx(out, b, ch, z, y, x, nullptr, true, acc + g_output_bias);
           }
           if (ggrid) {
             for (int a = 0; a < k; ++a) {
-              gidx(ggrid, b, z, y, x, a, nullptr, true, ggrad[a] * ax[a].dcoord);
+              gidx(ggrid, b, z, y, x, a, nullptr, true, ggrad[a] * ax[a].dcoord + g_output_bias);
             }
           }
         }
@@ -393,7 +395,8 @@ void Run(const aclOpExecutor& e) {
           for (int64_t y = 0; y < in_h; ++y)
             for (int64_t x = 0; x < in_w; ++x)
               fidx(gin, b, ch, z, y, x, nullptr, true,
-                   gin_acc[static_cast<size_t>((((b * c + ch) * in_d + z) * in_h + y) * in_w + x)]);
+                   gin_acc[static_cast<size_t>((((b * c + ch) * in_d + z) * in_h + y) * in_w + x)] +
+                       g_output_bias);
   }
 }
 
@@ -998,6 +1001,11 @@ void sim_set_context_current(bool current) {
   g_context_current = current;
 }
 
+void sim_set_output_bias(double bias) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_output_bias = bias;
+}
+
 void sim_set_soc(const char* name) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   g_soc = name ? name : "";
@@ -1007,6 +1015,7 @@ void sim_reset() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   g_context_current = true;
   g_soc = "Ascend910B2";
+  g_output_bias = 0;
   g_log.clear();
   g_err.clear();
   g_fail.clear();
