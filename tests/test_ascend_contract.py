@@ -417,7 +417,7 @@ def test_auto_never_sends_what_cann_rejects(sim, ascend_lowering_on_cpu, chip):
         x, g, _ = make_data(k, dtype)
         sim.lib.sim_clear_log()
 
-        def loss(x, g):
+        def loss(x, g, mode=mode):
             return jnp.sum(jax_gridsample.grid_sample(x, g, mode=mode).astype(jnp.float32))
 
         jax.block_until_ready(jax.grad(loss, argnums=(0, 1))(x, g))
