@@ -679,6 +679,17 @@ int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
   return kOk;
 }
 
+// aclrt[Ctx]SetSysParamOpt for ACL_OPT_DETERMINISTIC (0: off, 1..3: levels).
+int SetDeterministicOpt(const char* fn, int32_t opt, int64_t value, int64_t* slot) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  Log(std::string(fn) + " opt=" + std::to_string(opt) + " value=" + std::to_string(value));
+  int32_t code;
+  if (Injected(fn, &code)) return code;
+  if (opt != 0 || value < 0 || value > 3) return Fail(kRtParamInvalid, std::string(fn) + ": bad args");
+  *slot = value;
+  return kOk;
+}
+
 int32_t Launch(int kind, void* workspace, uint64_t size, aclOpExecutor* ex, void* stream) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   const std::string fn = kKindNames[kind];
@@ -928,23 +939,11 @@ int aclrtGetSysParamOpt(int32_t opt, int64_t* value) {
 }
 
 int aclrtSetSysParamOpt(int32_t opt, int64_t value) {
-  std::lock_guard<std::recursive_mutex> lock(g_mu);
-  Log("aclrtSetSysParamOpt opt=" + std::to_string(opt) + " value=" + std::to_string(value));
-  int32_t code;
-  if (Injected("aclrtSetSysParamOpt", &code)) return code;
-  if (opt != 0 || value < 0 || value > 3) return Fail(kRtParamInvalid, "aclrtSetSysParamOpt: bad args");
-  g_process_deterministic = value;
-  return kOk;
+  return SetDeterministicOpt("aclrtSetSysParamOpt", opt, value, &g_process_deterministic);
 }
 
 int aclrtCtxSetSysParamOpt(int32_t opt, int64_t value) {
-  std::lock_guard<std::recursive_mutex> lock(g_mu);
-  Log("aclrtCtxSetSysParamOpt opt=" + std::to_string(opt) + " value=" + std::to_string(value));
-  int32_t code;
-  if (Injected("aclrtCtxSetSysParamOpt", &code)) return code;
-  if (opt != 0 || value < 0 || value > 3) return Fail(kRtParamInvalid, "aclrtCtxSetSysParamOpt: bad args");
-  g_deterministic = value;
-  return kOk;
+  return SetDeterministicOpt("aclrtCtxSetSysParamOpt", opt, value, &g_deterministic);
 }
 
 // ---- test knobs ----
