@@ -78,6 +78,20 @@ def grid_sample(
     jax.Array
         ``(N, C, Ho, Wo)`` or ``(N, C, Do, Ho, Wo)`` (channels last with a channels-last layout),
         in ``input``'s dtype; differentiable with respect to ``input`` and ``grid``.
+
+    Notes
+    -----
+    A NaN, infinite or far-out coordinate never reads out of bounds: zeros padding samples 0,
+    border the nearest edge (NaN: the first pixel), reflection the first pixel for NaN or
+    infinity and the reflected position for a finite one; a coordinate so replaced has a zero
+    gradient. ``docs/semantics.md`` has the exact rules.
+
+    Examples
+    --------
+    >>> images = jnp.ones((8, 3, 64, 64))
+    >>> grid = affine_grid(jnp.tile(jnp.eye(2, 3), (8, 1, 1)), images.shape)  # identity warp
+    >>> grid_sample(images, grid, padding_mode="border").shape
+    (8, 3, 64, 64)
     """
     params = _params(input, grid, mode, padding_mode, align_corners, implementation, layout,
                      deterministic)
@@ -115,6 +129,18 @@ def grid_sample_backward(
         ``(input_grad, grid_grad)``, shaped like ``input`` and ``grid``, or None where masked off.
         The conventions are PyTorch's: the border clamp has derivative 0 at the edges, nearest
         gives a zero grid gradient, bicubic's grid gradient carries only the unnormalize factor.
+
+    Notes
+    -----
+    NaN, infinite and far-out coordinates are handled as in :func:`grid_sample` (never read out
+    of bounds; see ``docs/semantics.md``).
+
+    Examples
+    --------
+    >>> images, grid = jnp.ones((2, 3, 8, 8)), jnp.zeros((2, 4, 4, 2))
+    >>> d_input, d_grid = grid_sample_backward(jnp.ones((2, 3, 4, 4)), images, grid)
+    >>> d_input.shape, d_grid.shape
+    ((2, 3, 8, 8), (2, 4, 4, 2))
     """
     params = _params(input, grid, mode, padding_mode, align_corners, implementation, layout,
                      deterministic)
