@@ -399,6 +399,11 @@ SOCS = {  # a SoC name aclrtGetSocName gives -> the family its product belongs t
 
 def test_chip_families():
     assert {soc: _ascend.chip_family(soc) for soc in SOCS} == SOCS
+    for call in itertools.product((False, True), (2, 3), (0, 2), DTYPES):  # unknown: strictest
+        backward, k, interp, dtype = call
+        args = (backward, k, interp, jnp.dtype(dtype).name)
+        assert (_ascend.aclnn_rejects(*args, "unknown", 16, 3, False) is None) == \
+            (_ascend.aclnn_rejects(*args, "atlas-training", 16, 3, False) is None)
 
 
 @pytest.mark.parametrize("chip", ("Ascend910B2", "Ascend910A"), ids=("a2", "training"))
