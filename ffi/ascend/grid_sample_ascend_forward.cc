@@ -47,8 +47,8 @@ ffi::Error ForwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch, ffi::A
       e.failure()) {
     return e;
   }
-  if (ffi::Error e = acl_grid.Create(DimsOf(grid), dtype, GridFormat(rank, false), grid.untyped_data(),
-                                     "grid");
+  if (ffi::Error e = acl_grid.Create(DimsOf(grid), dtype, GridFormat(rank, false),
+                                     grid.untyped_data(), "grid");
       e.failure()) {
     return e;
   }
