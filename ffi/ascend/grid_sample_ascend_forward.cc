@@ -76,8 +76,8 @@ ffi::Error ForwardOnTestStream(ffi::ScratchAllocator scratch, ffi::AnyBuffer inp
                                ffi::AnyBuffer grid, ffi::Result<ffi::AnyBuffer> out,
                                int64_t interpolation, int64_t padding, bool align_corners,
                                bool channels_last, bool deterministic, int64_t test_stream) {
-  return ForwardImpl(TestStream(test_stream), std::move(scratch), input, grid, out, interpolation, padding,
-                     align_corners, channels_last, deterministic);
+  return ForwardImpl(TestStream(test_stream), std::move(scratch), input, grid, out, interpolation,
+                     padding, align_corners, channels_last, deterministic);
 }
 
 }  // namespace
