@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+
+from jax.experimental.custom_partitioning import custom_partitioning
+
 try:  # jax >= 0.4.36
     from jax.extend.core import Primitive
 except ImportError:  # pragma: no cover - older jax
@@ -11,8 +15,18 @@ from jax._src.dispatch import apply_primitive
 from jax._src.interpreters.partial_eval import dce_rules
 from jax.interpreters import ad, batching, mlir
 
+try:  # jax >= 0.6.1
+    from jax.sharding import use_abstract_mesh
+except ImportError:  # pragma: no cover - jax 0.6.0
+    from jax._src.mesh import use_abstract_mesh
+
 # The batch dimension of an operand that vmap does not map over (None in recent jax).
 NOT_MAPPED = getattr(batching, "not_mapped", None)
+
+# Whether custom_partitioning's Shardy rules take factor kinds such as need_replication
+# (jax >= 0.6.1).
+SHARDING_RULE_FACTOR_KINDS = "need_replication_factors" in inspect.signature(
+    custom_partitioning.def_partition).parameters
 
 
 def register_partitioned_lowering(primitive, rule, platform=None) -> None:
@@ -29,6 +43,7 @@ def register_partitioned_lowering(primitive, rule, platform=None) -> None:
 
 __all__ = [
     "NOT_MAPPED",
+    "SHARDING_RULE_FACTOR_KINDS",
     "Primitive",
     "ad",
     "apply_primitive",
@@ -36,4 +51,5 @@ __all__ = [
     "dce_rules",
     "mlir",
     "register_partitioned_lowering",
+    "use_abstract_mesh",
 ]

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import jax
 import numpy as np
-from jax.interpreters import mlir
 
 from . import _ascend, _native
 from ._compat import (
@@ -27,7 +26,7 @@ from ._compat import (
     register_partitioned_lowering,
 )
 from ._reference import grid_sample_backward_reference, grid_sample_reference
-from ._sharding import batch_partitioned
+from ._sharding import forward_sharding, lower_partitioned
 from ._validate import output_shape
 
 grid_sample_p = Primitive("jax_gridsample_forward")
@@ -42,8 +41,10 @@ grid_sample_backward_p.multiple_results = True
 
 def _forward_abstract(input, grid, *, channels_last, **_):
     shape = output_shape(input.shape, grid.shape, channels_last)
-    return input.update(shape=shape) if hasattr(input, "update") else \
-        jax.core.ShapedArray(shape, input.dtype)
+    if not hasattr(input, "update"):
+        return jax.core.ShapedArray(shape, input.dtype)
+    return input.update(shape=shape, sharding=forward_sharding(input, grid,
+                                                               channels_last=channels_last))
 
 
 def _backward_abstract(grad_output, input, grid, *, output_mask, **_):
@@ -85,8 +86,7 @@ def _reference_lowering(reference_fn, multiple_results):
             results = reference_fn(*operands, implementation=implementation, **params)
             return tuple(results) if multiple_results else results
 
-        lowered = mlir.lower_fun(batch_partitioned(fn, multiple_results), multiple_results)
-        return lowered(ctx, *args)
+        return lower_partitioned(fn, ctx, *args, **params)
 
     return rule
 
@@ -198,7 +198,7 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
                 return call_kernel(operands, params)
             return _via_channels_first(call_kernel, operands, params, backward)
 
-        return mlir.lower_fun(batch_partitioned(call, backward), backward)(ctx, *args)
+        return lower_partitioned(call, ctx, *args, **params)
 
     return rule
 

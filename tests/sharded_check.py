@@ -1,67 +1,204 @@
 """Run by test_sharding.py in a subprocess with 8 host devices; prints one JSON line of findings.
 
-(The device count must be set before jax starts, so this cannot run inside the test process.)
+Each case samples sharded operands under ``jax.jit`` and reports, from one compiled program that
+runs the forward and the backward (``jax.vjp`` with a cotangent sharded like the output), the
+collectives it holds, the shardings of the output and of both gradients, and the largest
+difference from the same program on unsharded operands. test_sharding.py holds what each case
+must give. (The device count must be set before jax starts, so this cannot run inside the test
+process.)
 """
 
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
 import json
 import os
-import sys
+import re
+from pathlib import Path
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=8").strip()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
+from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import jax_gridsample  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+shard_map = getattr(jax, "shard_map", None)
+if shard_map is None:  # jax < 0.7
+    from jax.experimental.shard_map import shard_map
+
+COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """Operands of the given shapes, sharded by the given specs over a mesh of 8 devices."""
+
+    mesh: tuple[tuple[str, int], ...]
+    input: tuple[tuple[int, ...], P]
+    grid: tuple[tuple[int, ...], P]
+    mode: str = "bilinear"
+    layout: str | None = None
+    implementation: str = "reference"
+    explicit: bool = True  # the mesh's axes: Explicit (jax.make_mesh's default) or Auto
+    wrt: tuple[int, ...] = (0, 1)  # which gradients the program computes (the rest is DCE'd)
+    vmapped: bool = False  # the grid carries a leading vmapped axis, the input is shared
+
+
+# name -> case; 2D grids (N, Ho, Wo, 2), 3D grids (N, Do, Ho, Wo, 3)
+CASES = {
+    # 1. points: the grid sharded on one of its point axes, the input replicated
+    "points-2d-ho": Case((("d", 8),), ((2, 3, 6, 5), P()), ((2, 16, 3, 2), P(None, "d"))),
+    "points-2d-wo-nhwc-bicubic-native": Case(
+        (("d", 8),), ((2, 6, 5, 3), P()), ((2, 3, 8, 2), P(None, None, "d")), mode="bicubic",
+        layout="NHWC", implementation="native", explicit=False),
+    "points-3d-do-native": Case((("d", 8),), ((1, 2, 4, 5, 6), P()),
+                                ((1, 8, 3, 2, 3), P(None, "d")), implementation="native"),
+    "points-3d-wo-ndhwc-bicubic": Case((("d", 8),), ((1, 4, 5, 6, 3), P()),
+                                       ((1, 2, 3, 8, 3), P(None, None, None, "d")),
+                                       mode="bicubic", layout="NDHWC", explicit=False),
+    # 2. channels: the input sharded on C, the grid replicated
+    "channels-2d-bicubic-native": Case((("d", 8),), ((2, 8, 6, 5), P(None, "d")),
+                                       ((2, 3, 4, 2), P()), mode="bicubic",
+                                       implementation="native"),
+    "channels-3d-ndhwc": Case((("d", 8),), ((1, 4, 5, 3, 8), P(None, None, None, None, "d")),
+                              ((1, 2, 3, 2, 3), P()), layout="NDHWC"),
+    "channels-2d-nhwc-native-auto": Case((("d", 8),), ((2, 6, 5, 16), P(None, None, None, "d")),
+                                         ((2, 3, 4, 2), P()), layout="NHWC",
+                                         implementation="native", explicit=False),
+    # 3. two-dimensional meshes
+    "batch-points-2d-native": Case((("b", 2), ("d", 4)), ((2, 3, 6, 5), P("b")),
+                                   ((2, 8, 3, 2), P("b", "d")), implementation="native"),
+    "batch-channels-2d-bicubic": Case((("b", 2), ("d", 4)), ((2, 8, 6, 5), P("b", "d")),
+                                      ((2, 3, 4, 2), P("b")), mode="bicubic"),
+    "points-channels-2d": Case((("c", 2), ("d", 4)), ((2, 4, 6, 5), P(None, "c")),
+                               ((2, 3, 8, 2), P(None, None, "d"))),
+    # what the op cannot honour locally: the input sharded on a spatial axis
+    "spatial-2d-native": Case((("d", 8),), ((2, 3, 16, 5), P(None, None, "d")),
+                              ((2, 3, 4, 2), P()), implementation="native"),
+    "spatial-points-3d": Case((("d", 8),), ((1, 2, 8, 3, 4), P(None, None, "d")),
+                              ((1, 8, 3, 2, 3), P(None, "d"))),
+    # the batch alone, as before
+    "batch-3d-native": Case((("b", 8),), ((16, 3, 5, 6, 7), P("b")),
+                            ((16, 3, 4, 2, 3), P("b")), implementation="native"),
+    # composition: only one gradient asked for (the other is DCE'd with its sum), vmap
+    "points-2d-grid-grad-only-native": Case((("d", 8),), ((2, 3, 6, 5), P()),
+                                            ((2, 16, 3, 2), P(None, "d")),
+                                            implementation="native", wrt=(1,)),
+    "channels-3d-bicubic-input-grad-only-native": Case(
+        (("d", 8),), ((1, 8, 4, 5, 3), P(None, "d")), ((1, 2, 3, 2, 3), P()), mode="bicubic",
+        implementation="native", wrt=(0,)),
+    "vmap-grids-2d-native": Case((("d", 8),), ((2, 3, 6, 5), P()),
+                                 ((8, 2, 3, 4, 2), P("d")), implementation="native",
+                                 vmapped=True),
+}
+
+# Run again under the other partitioner (Shardy or GSPMD, whichever is not the default).
+OTHER_PARTITIONER_CASES = ("points-2d-ho", "channels-2d-nhwc-native-auto",
+                           "batch-points-2d-native")
+
+
+def count_collectives(hlo: str) -> dict[str, int]:
+    """How many of each collective a compiled HLO module runs (a -start/-done pair is one)."""
+    return {op: len(re.findall(rf"\s{op}(?:-start)?\(", hlo)) for op in COLLECTIVES}
 
 
 def _max_difference(got, expected) -> float:
-    return max(float(jnp.max(jnp.abs(g - e))) for g, e in zip(got, expected, strict=True))
+    """On the host: a jnp reduction would compile one more program per shape."""
+    return max(float(np.max(np.abs(np.asarray(g) - np.asarray(e))))
+               for g, e in zip(got, expected, strict=True))
 
 
-def main(implementation: str, dims: int) -> dict:
-    mesh = jax.make_mesh((8,), ("batch",))
+def _spec(sharding) -> list:
+    """A sharding's partition spec as JSON, trailing unsharded axes dropped."""
+    spec = [list(e) if isinstance(e, tuple) else e for e in sharding.spec]
+    while spec and spec[-1] is None:
+        spec.pop()
+    return spec
+
+
+def run_case(case: Case) -> dict:
+    names, sizes = zip(*case.mesh, strict=True)
+    axis_type = AxisType.Explicit if case.explicit else AxisType.Auto
+    mesh = jax.make_mesh(sizes, names, axis_types=(axis_type,) * len(names))
     rng = np.random.default_rng(0)
-    spatial, out_spatial = (5, 6, 7)[-dims:], (3, 4, 2)[-dims:]
-    x = jnp.asarray(rng.standard_normal((16, 3) + spatial))
-    grid = jnp.asarray(rng.uniform(-1.1, 1.1, (16,) + out_spatial + (dims,)))
-    weights = jnp.asarray(rng.standard_normal((16, 3) + out_spatial))
-    on_batch = NamedSharding(mesh, P("batch"))
+    (x_shape, x_spec), (g_shape, g_spec) = case.input, case.grid
+    x = jnp.asarray(rng.standard_normal(x_shape))
+    grid = jnp.asarray(rng.uniform(-1.1, 1.1, g_shape))
+
+    def sample(x, grid):
+        def one(grid):
+            return jax_gridsample.grid_sample(x, grid, mode=case.mode, padding_mode="reflection",
+                                              layout=case.layout,
+                                              implementation=case.implementation)
+
+        return jax.vmap(one)(grid) if case.vmapped else one(grid)
+
+    weights = jnp.asarray(rng.standard_normal(jax.eval_shape(sample, x, grid).shape))
 
     def step(x, grid, weights):
-        def loss(x, grid):
-            out = jax_gridsample.grid_sample(x, grid, padding_mode="reflection",
-                                             implementation=implementation)
-            return jnp.sum(out * weights, axis=tuple(range(1, out.ndim)))  # per-example losses
+        out, vjp = jax.vjp(sample, x, grid)
+        grads = vjp(out * weights)  # a cotangent sharded like the output, as a loss would give
+        return (out, *(grads[i] for i in case.wrt))
 
-        out, vjp = jax.vjp(loss, x, grid)
-        return (out,) + vjp(jnp.ones_like(out))
-
-    sharded = jax.jit(step, in_shardings=(on_batch,) * 3)
-    compiled = sharded.lower(x, grid, weights).compile().as_text()
-    args = [jax.device_put(a, on_batch) for a in (x, grid, weights)]
-    got = sharded(*args)
+    shardings = (NamedSharding(mesh, x_spec), NamedSharding(mesh, g_spec), None)
+    sharded = jax.jit(step, in_shardings=shardings)
+    hlo = sharded.lower(x, grid, weights).compile().as_text()
+    got = sharded(*(a if s is None else jax.device_put(a, s)
+                    for a, s in zip((x, grid, weights), shardings, strict=True)))
     expected = jax.jit(step)(x, grid, weights)
-
-    # the same op inside shard_map, each device on its own slice of the batch
-    mapped = jax.jit(jax.shard_map(step, mesh=mesh, in_specs=(P("batch"),) * 3,
-                                   out_specs=(P("batch"),) * 3))
-    via_shard_map = mapped(*args)
     return {
-        "collectives": [op for op in ("all-gather", "all-reduce", "all-to-all",
-                                      "collective-permute") if op in compiled],
-        "kernel_calls": compiled.count("custom-call(") if implementation == "native" else None,
-        "batch_axes": [g.sharding.spec[0] for g in got],
+        "collectives": count_collectives(hlo),
+        "kernel_calls": hlo.count("custom-call(") if case.implementation == "native" else None,
+        "specs": [_spec(g.sharding) for g in got],
         "max_difference": _max_difference(got, expected),
-        "shard_map_difference": _max_difference(via_shard_map, expected),
-        "devices": jax.device_count(),
     }
 
 
+def shard_map_difference() -> float:
+    """The batch-sharded step inside shard_map, each device on its own slice of the batch."""
+    mesh = jax.make_mesh((8,), ("b",))
+    rng = np.random.default_rng(1)
+    on_batch = NamedSharding(mesh, P("b"))
+    x, grid = (jax.device_put(a, on_batch) for a in (rng.standard_normal((16, 3, 5, 6)),
+                                                     rng.uniform(-1.1, 1.1, (16, 3, 4, 2))))
+
+    def step(x, grid):
+        out, vjp = jax.vjp(jax_gridsample.grid_sample, x, grid)
+        return (out, *vjp(out))
+
+    mapped = jax.jit(shard_map(step, mesh=mesh, in_specs=(P("b"),) * 2,
+                                   out_specs=(P("b"),) * 3))
+    return _max_difference(mapped(x, grid), jax.jit(step)(x, grid))
+
+
+def example() -> dict:
+    """examples/sharded_volume.py with tiny settings: its collectives and whether it learns."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "sharded_volume.py"
+    spec = importlib.util.spec_from_file_location("sharded_volume", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.main(["--size", "8", "--points", "4096", "--steps", "20"])
+    return {"collectives": result["collectives"], "samples_spec": _spec(result["samples_spec"]),
+            "first_loss": float(result["losses"][0]), "last_loss": float(result["losses"][-1])}
+
+
+def main() -> dict:
+    found = {name: run_case(case) for name, case in CASES.items()}
+    shardy = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", not shardy)
+    found.update({f"other-partitioner-{name}": run_case(CASES[name])
+                  for name in OTHER_PARTITIONER_CASES})
+    jax.config.update("jax_use_shardy_partitioner", shardy)
+    return {"devices": jax.device_count(), "cases": found,
+            "shard_map_difference": shard_map_difference(), "example": example()}
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], int(sys.argv[2]))))
+    print(json.dumps(main()))
