@@ -2,7 +2,7 @@
 // first, in AVX2 + FMA (implementation in bilinear_backward_avx2.cc).
 //
 // Why: with few channels, the generic block (BackwardKernel's `process`)
-// spent about as long building its per-point tap tables (FillTaps: 64-bit
+// spends about as long building its per-point tap tables (FillTaps: 64-bit
 // offsets, weights and weight derivatives of every tap) as using them. This
 // block keeps per-axis tables that vectorize and, per point, only the
 // offsets of its taps and their weights; the weight derivatives of bilinear
@@ -15,8 +15,8 @@
 // block's, and so is the grid gradient of points with every tap in range.
 // For the others the grid gradient sums each tap over the channels first,
 // as for full points, where the generic block sums tap by tap within each
-// channel (whose dependent chain of adds made those points several times
-// slower than full ones): the same terms, added in another fixed order.
+// channel (whose dependent chain of adds makes those points much slower
+// than full ones): the same terms, added in another fixed order.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
 

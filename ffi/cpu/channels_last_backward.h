@@ -5,7 +5,7 @@
 //
 // Why: channels are contiguous here, so both loops vectorize across
 // channels, except that a dot product summed channel by channel is one
-// chain of dependent adds. That chain made the channels-last backward
+// chain of dependent adds, which would make the channels-last backward
 // slower than the channels-first one. The dot product is therefore summed in
 // kLanes lanes (lane l takes channels l, l + kLanes, ...; channels past the
 // end add 0 * 0) and the lanes are then added pairwise: (l, l + 4), then

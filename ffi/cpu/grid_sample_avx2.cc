@@ -49,13 +49,11 @@ bool PrefersWideLoops() {
 }
 
 // Whether the nearest forward gathers its all-in blocks with vgatherdps
-// rather than plain loads: on Intel cores with AMX (Sapphire Rapids and
-// later, which the Gather Data Sampling microcode fix that slows gathers
-// down does not touch) and PrefersWideLoops. Same bits either way (the
-// same floats plus 0). benchmarks/forward_kernel.cc on a 2-core Xeon VM with
-// AMX, min of 400 passes, two threads: 2D nearest border 0.146-0.149 ->
-// 0.138-0.139 ms, 3D nearest reflection 0.467-0.475 -> 0.449-0.463. (A
-// masked gather was slower than the plain loads on a Zen 5 core.)
+// rather than plain loads: on Intel cores with AMX and PrefersWideLoops.
+// The Gather Data Sampling microcode fix, which slows gathers down, does not
+// touch those cores, so there one gather is cheaper than eight loads; on
+// other cores (AMD's too) the plain loads are. Same bits either way (the
+// same floats plus 0).
 static bool GathersAreFast() {
   static const bool fast = [] {
     if (!PrefersWideLoops()) return false;
@@ -252,10 +250,9 @@ __attribute__((target(GS_CPU_WIDE_TARGET))) void FillPairMasksWide(
 // The pair tables of the first `cnt` points of `grid`, but for the masks
 // (FillPairMasks, only where a read needs them): FillPairAxes, then the
 // weights; with 512-bit vectors where the CPU prefers them
-// (PrefersWideLoops). (Before, per-axis tables, then the pair tables and
-// masks from them in a second pass: C3 512x512, two Xeon threads of
-// benchmarks/forward_kernel.cc, min of 400 passes, 0.94-0.98 -> 0.79-0.82 ms,
-// its coordinate pass 0.351-0.354 -> 0.236 ms; 2D bilinear 0.243 -> 0.236.)
+// (PrefersWideLoops). FillPairAxes derives the pair tables' inputs in the
+// loop that computes the taps, so no per-axis tap tables are written and
+// read back in a second pass.
 template <int K, int kInterp>
 void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
                SoaTaps<K, kInterp>* __restrict st) {
@@ -297,10 +294,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadOffsetPairs(
 // when they are not (0 * inf), which RowGroups looks for. The first and the
 // second floats of a pair accumulate in alternate lanes, fused
 // multiply-adds row after row as in GatherDot's two accumulators, which are
-// then added: the same bits. (One offset per point with its rows a fixed
-// step apart, the shuffles after the sums, and no masks: the 2D bilinear
-// case of benchmarks/forward_kernel.cc, one Xeon thread, min of 400 passes,
-// went from 0.66-0.70 to 0.50-0.51 ms, 3D from 2.85 to 2.57-2.61.)
+// then added: the same bits. One offset per point (its rows a fixed step
+// apart), the shuffles once after the sums, and no masks in the common case
+// keep the loop to little more than its loads and multiply-adds.
 template <bool kNoMask, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
     const float* const* rows, const SoaTaps<K, kInterp>* __restrict st, int b) {
@@ -407,14 +403,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadSafeOffsets(
 }
 
 // Nearest, points b .. b + 7 of one plane: eight plain loads at the safe
-// offsets `safe` (cheaper than a masked gather on the AMD cores we
-// measured), lanes out of range zeroed unless kAllIn (the caller knows every
-// tap of the block is in range). A tap's weight is 1, so GatherDot's
-// multiply-add with it is an add of 0, which gives the same bits; dropping
-// the weight's load and the mask took a stand-alone loop from 0.195 to 0.182
-// (mask kept) and 0.164 (kAllIn) ms per 1M outputs on a Zen 5 core. The
-// offsets come two per load (LoadOffsetPairs; that took another tenth off),
-// or four (uint16). kAllIn and kGather: one vgatherdps instead
+// offsets `safe` (cheaper than a masked gather on AMD cores), lanes out of
+// range zeroed unless kAllIn (the caller knows every tap of the block is in
+// range). A tap's weight is 1, so GatherDot's multiply-add with it is an
+// add of 0, which gives the same bits; so no weight is loaded, and with
+// kAllIn no mask either. The offsets come two per load, or four (uint16;
+// LoadSafeOffsets). kAllIn and kGather: one vgatherdps instead
 // (GathersAreFast).
 template <bool kAllIn, bool kGather, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
@@ -460,8 +454,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
 // sum over its `nt` in-range taps (row pointers, weights, and the parity of
 // each tap's index, which picks its accumulator), reading 8 floats of a row
 // with load(row). The accumulators are picked with selects, so that they
-// stay in registers (indexed by parity, GCC kept them in memory: 12 and 20
-// channels, 4-5 % slower).
+// stay in registers (indexed by parity, GCC keeps them in memory).
 template <int kV, int kTaps, typename Load>
 __attribute__((target("avx2,fma"), always_inline)) inline void SumTaps(
     const float* const* rows, const float* wts, const int* parity, int nt, int64_t c, Load load,
@@ -521,9 +514,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
 // The groups of 16 points (cnt16 of them) of one channels-first output row
 // `dst`, with the lines of the next plane `next` (of `next_bytes`, at least
 // 64) prefetched `lines` per group; kStream: dst is 32-byte aligned and
-// streamed. (Deciding that once per row rather than at each store, and the
-// one-line prefetch without a loop, took the 2D nearest forward's loop from
-// about 75 to 62 instructions per 16 points: it was bound by issue.)
+// streamed. The loop is bound by instruction issue, so kStream is decided
+// once per row rather than at each store, and the common one-line prefetch
+// takes no loop.
 // Returns false when pairs read without masks gave a sum that is not finite.
 template <bool kStream, bool kNoMask, bool kGather, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
@@ -606,10 +599,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   // The next channel's plane (up to 64 KiB) is prefetched a few lines per
   // group of 16 points, so that its random reads find it in the cache when
-  // the input is not there already: 2D nearest, 8 x 32 channels, 64 x 64,
-  // first call after other work 0.34-0.40 -> 0.21-0.23 ms (two threads;
-  // no change once warm). The last line is prefetched again by any groups
-  // left over.
+  // the input is not there already (as on a first call after other work).
+  // The last line is prefetched again by any groups left over.
   const int64_t plane_bytes = plane * int64_t{4};
   const int64_t groups = std::max(1, cnt / 16);
   const int64_t pf_lines = CeilDiv(plane_bytes, groups * 64);  // per group
@@ -655,8 +646,7 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
   const bool pairs = kBilinear && !kChannelsLast && SamplesPairs(g, kInterp);
   // Pairs from planes of at least as many cache lines as a full block reads
   // rows of taps: a block reads each line about once at most, so it gains
-  // nothing from its length, and shorter blocks keep their tables in the L1
-  // (C3 512x512, one Xeon thread, min of 400 passes: 2.73 -> 2.53-2.57 ms).
+  // nothing from its length, and shorter blocks keep their tables in the L1.
   const bool short_blocks = pairs && plane / 16 >= int64_t{ST::kB} * ST::kPairRows;
   const int block = short_blocks ? 512 : ST::kB;
   for (int64_t p0 = p_begin; p0 < p_end; p0 += block) {

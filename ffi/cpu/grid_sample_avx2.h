@@ -73,10 +73,10 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation);
 // thread, or 1. The pairs read each plane at random; where the planes of an
 // element overflow a core's L2 but a thread's share of them fits it, each
 // part takes its share of the element's (channel, point) pairs in channel
-// order, so that the threads read different planes (ForwardPartAvx2F32):
-// 2D (1, 3, 512, 512) -> 512x512 (1 MiB planes) on 2 threads of a Xeon with
-// 2 MiB of L2, channels 0 and 1 of the first half of the points, and 0 of
-// the second, for the one thread; 2, and 1 and 2, for the other.
+// order, so that the threads read different planes (ForwardPartAvx2F32).
+// E.g. 2D (1, 3, 512, 512) -> 512x512 (1 MiB planes) on 2 threads with
+// 2 MiB of L2 each: channels 0 and 1 of the first half of the points, and
+// 0 of the second, for the one thread; 2, and 1 and 2, for the other.
 int64_t PairPartsPerElement(const Geometry& g, int64_t interpolation, int64_t threads);
 
 // Floats of the buffer that ForwardViaChannelsLastAvx2F32 needs: the copy

@@ -2,7 +2,7 @@
 // see grid_sample_avx2.h.
 //
 // Gathering one channel of 8 points costs a masked gather per tap, and on
-// current x86 cores gathers are slow (several cycles each, more with the
+// x86 cores gathers are slow (several cycles each, more with the
 // Gather Data Sampling mitigation). With the channels of a pixel contiguous,
 // a tap of a point is one plain vector load for 8 channels. For
 // channels-last output the sampler sums each point's channels and stores
@@ -79,24 +79,12 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   if (g.channels_last || g.c < 2 || taps < 4 || g.points * taps < g.plane) return false;
   // In 3D, with twice the taps per point, the copy pays. In 2D, bilinear
   // pairs (SamplesPairs) read one plane at a time at random, and the tile
-  // sampler the whole copy. One thread, 8 elements unless said, ms pairs /
-  // copy:
-  // - Zen 5 (48 KiB L1d, 1 MiB L2; the pairs before their mask tables):
-  //   64x64 with 8, 32, 64, 128 channels 0.16 / 0.13, 0.54 / 0.37, 1.06 /
-  //   0.89, 2.20 / 2.47; 48x48 with 128 channels 1.16 / 1.27; 96x96 with 32
-  //   channels (1.1 MiB copy, 36 KiB planes) 1.40 / 1.05; 128x128 with 8
-  //   and 32 channels 0.69 / 0.72, 3.00 / 2.16; 256x256 with 16 channels
-  //   12.4 / 5.5. So on AMD cores: with 8 channels or more (a pixel of 4 is
-  //   half a vector) while the copy stays in the L2, or when a plane does
-  //   not stay in the L1 either. (On a Zen 3 VM, 512 KiB L2, 64x64 with 32
-  //   channels under JAX, the two were within the noise.)
-  // - Xeon (48 KiB L1d, 2 MiB L2; benchmarks/forward_kernel.cc, min of 400
-  //   passes): 64x64 with 8, 32, 64, 128 channels 0.22 / 0.24, 0.71 / 0.82,
-  //   1.35 / 1.77, 2.49 / 5.11; 48x48 with 128 channels 1.40 / 2.06; 96x96
-  //   with 32 channels 1.99 / 2.14; 4 elements of 128x128 with 8 and 32
-  //   channels 0.58 / 0.51, 2.15 / 2.51; 2 of 256x256 with 16 channels 4.85
-  //   / 2.89. So on Intel cores: with 8 channels or more when a plane does
-  //   not fit in the L1.
+  // sampler the whole copy. Which is cheaper depends on the core's caches
+  // (unknown caches: the pairs). The copy needs 8 channels or more (a pixel
+  // of 4 is half a vector) and then pays
+  // - on AMD cores, while the copy stays in the L2, or when a plane takes
+  //   more than half of the L1;
+  // - on Intel cores, when a plane does not fit in the L1.
   if (g.k == 2 && SamplesPairs(g, interpolation)) {
     const CoreCaches& caches = CoreCacheBytes();
     if (g.c < 8 || caches.l1d == 0 || caches.l2 == 0) return false;  // unknown caches: pairs
@@ -274,9 +262,7 @@ __attribute__((target(GS_CPU_WIDE_TARGET), always_inline)) inline __m512 PointSu
 // The channels-last branch of SamplePoints (pixels in place, channels a
 // multiple of 16) for `cnt` points from `st` into `out`, their channels-last
 // output, with 512-bit vectors where the CPU prefers them (PrefersWideLoops):
-// half the loads and multiply-adds of 256-bit vectors. (8, 64, 64, 32)
-// bilinear, two threads of benchmarks/forward_kernel.cc on a Xeon VM:
-// 0.210-0.215 -> 0.192-0.193 ms.
+// half the loads and multiply-adds of 256-bit vectors.
 template <int K, int kInterp>
 __attribute__((target(GS_CPU_WIDE_TARGET))) void SampleChannelsLastWide(
     const SoaTaps<K, kInterp>* __restrict st, int cnt, const float* pixels, const float* zeros,
@@ -365,10 +351,8 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
     FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
     if (g.channels_last) {
       // Each point's channels stored as soon as they are summed (whole
-      // vectors: SamplesChannelsLastInPlace has channels % kV == 0). Going
-      // through the tiles below instead, whose registers spill to the
-      // stack, took 15-17 % longer: (8, 64, 64, 32) bilinear, one thread
-      // of a Xeon VM.
+      // vectors: SamplesChannelsLastInPlace has channels % kV == 0), not
+      // through the tiles below, whose registers spill to the stack.
       if (kV == 8 && channels % 16 == 0 && PrefersWideLoops()) {
         SampleChannelsLastWide(st, cnt, pixels, zeros, channels,
                                output + (n * points + p0) * channels, stream);

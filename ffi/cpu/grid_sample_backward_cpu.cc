@@ -66,13 +66,8 @@ inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis, int64_t c
 // range's task reads all the points' grad_output, so more than 2 are left
 // to the generic block), but 2 rather than a single task where the generic
 // plan has bands (enough points). Channel blocks of a multiple of 8, up to
-// kTargetTasks tasks. (Backward p10 on a 2-core AMD EPYC VM: 1 x 32 x 64 x
-// 64, 4 tasks of 1 range 0.042 ms, 8 tasks of 2 ranges 0.050, the generic
-// block 0.108; 1 x 3 x 128 x 128, 1 or 2 ranges 0.070, generic 0.150.)
-// Channels last, one block of all the channels (a block's part of an
-// element's row shares cache lines with the others': the 3D 2 x 16 x 32^3
-// backward with 2 ranges x 2 blocks of 8 took 2.2 ms, the generic block
-// 1.8).
+// kTargetTasks tasks. Channels last, one block of all the channels (a
+// block's part of an element's row shares cache lines with the others').
 inline bool PlanNearestRanges(const Geometry& g, int64_t ranges, BackwardPlan* p) {
   if (ranges < 1 || ranges > 2) return false;
   const int64_t groups = g.channels_last ? 1 : std::max<int64_t>(1, CeilDiv(g.c, 8));

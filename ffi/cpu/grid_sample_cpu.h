@@ -42,8 +42,8 @@ bool HasAvx2Fma();
 // Whether per-point coordinate loops (and the forward's sums over channels-last
 // input, SampleChannelsLastWide) should run at 512 bits (functions with
 // target(GS_CPU_WIDE_TARGET)): AVX-512 F, VL, BW, DQ and VBMI2, the last one
-// standing for the cores (Ice Lake, Zen 4 and later) that run 512-bit vectors
-// without the clock penalty of the first AVX-512 cores. Implies HasAvx2Fma().
+// standing for the newer cores that run 512-bit vectors without the clock
+// penalty of the first AVX-512 cores. Implies HasAvx2Fma().
 // The environment variable kWideLoopsVariable set to "0" (read at the first
 // call) keeps them at AVX2 width (and the nearest forward's reads plain, see
 // GathersAreFast); results are the same bits either way.
@@ -158,7 +158,7 @@ GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count
 
 // Whether the `count` coordinates at coord (stride K) are all moderate
 // (gs::IsModerate), so that reflection can take its vectorizable loops. An
-// int reduction, which GCC vectorizes (over a bool it stayed scalar).
+// int reduction, which GCC vectorizes (over a bool it stays scalar).
 template <typename Fmt, int K, typename Count>
 GS_CPU_INLINE bool AllModerate(const typename Fmt::Storage* coord, Count count, int64_t size) {
   int all = 1;

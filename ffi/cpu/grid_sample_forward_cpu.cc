@@ -21,10 +21,11 @@ namespace {
 
 // Channels-first float32 through channels-last copies of the input (see
 // grid_sample_avx2.h): one task per batch element copies it into a buffer of
-// its own, which stays in the core's cache (up to kMaxCopyBytes), and
-// samples all of its points from there. (Copying the next element while
-// sampling one was slower.) Returns false, having written nothing, when the
-// copy would be larger, or the batch too small to keep the threads busy.
+// its own, which stays in the core's cache (up to kMaxCopyBytes), and then
+// samples all of its points from there (rather than copying the next
+// element while sampling one, which costs more). Returns false, having
+// written nothing, when the copy would be larger, or the batch too small to
+// keep the threads busy.
 bool ForwardViaChannelsLast(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                             const float* input, const float* grid, float* output) {
   constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
@@ -72,11 +73,10 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           ElementsKeepThreadsBusy(pool.num_threads(), g);
       const int64_t avx2_pts = whole ? points : pts_per_chunk;
       const int64_t avx2_chunks = CeilDiv(points, avx2_pts);
-      // Pairs from planes that overflow a core's L2: a share of the planes
-      // per thread (PairPartsPerElement). C3 512x512, two Xeon threads of
-      // benchmarks/forward_kernel.cc, min of 400 passes: 1.19-1.20 ms in
-      // chunks (both threads read all three planes), 1.36 in groups of
-      // channels that both threads take at once, 1.06-1.09 in parts.
+      // Pairs from planes that overflow a core's L2: each thread takes a
+      // share of the planes (PairPartsPerElement), so that the planes it
+      // reads stay in its L2 (in chunks of points, every thread would read
+      // all the planes).
       const int64_t parts = whole ? 1 : PairPartsPerElement(g, kInterp, pool.num_threads());
       if (parts > 1) {
         ParallelFor(pool, n_batch * parts, [&](int64_t task) {

@@ -15,10 +15,9 @@
 // point's 8 channels are one vector add, and transposes the copy into
 // grad_input at the end of each pass. Each range's task reads all the
 // points' grad_output and adds those whose tap lies in its range (the
-// others into spare vectors: a branch per point, taken at random, had made
-// the 3D 2 x 16 x 32^3 backward with 2 ranges no faster than the generic
-// block, 1.0 ms; without it 0.46), so only a few ranges pay (see
-// PlanNearestRanges).
+// others into spare vectors, rather than past a branch per point, which,
+// taken at random, would cost about what the task saves), so only a few
+// ranges pay (see PlanNearestRanges).
 //
 // Each element gets the same values as from the generic block, added in
 // the same order (point order), so grad_input is bitwise the generic
@@ -68,9 +67,8 @@ void NearestBackwardTaskAvx2F32(const Geometry& g, const NearestBackwardTask& ta
 // more channels last), whose elements are rows of C channels: adds each
 // point's row of grad_output, 8 channels a vector, into its element's row
 // of grad_input directly (no staging copy or transposes; points outside the
-// range into spare rows, no branch), after zeroing the task's part. The
-// generic block, which computed full tap tables for this, took 0.125 ms for
-// the backward of 8 x 8 x 64 x 64 on a 2-core AMD EPYC VM; this 0.082.
+// range into spare rows, no branch), after zeroing the task's part, where
+// the generic block would compute full tap tables.
 template <int K>
 void NearestBackwardChannelsLastTaskAvx2F32(const Geometry& g, const NearestBackwardTask& task);
 

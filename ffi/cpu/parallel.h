@@ -4,18 +4,14 @@
 // Chunks are claimed through an atomic range kept in shared state: the
 // calling thread claims them from the front, helpers from the back, so that
 // with two threads each keeps the same chunks, and their data in its cache,
-// from call to call on the same input (2D nearest forward, 8 x 32 x 64 x 64,
-// under jax.jit on a 2-core Xeon VM, medians of alternating bursts:
-// 0.156-0.163 -> 0.151-0.156 ms; 2D bilinear 0.293 -> 0.285). The caller
-// then waits only until every chunk has COMPLETED. It never waits for a
-// helper task to start, so a busy (or single-threaded) pool cannot deadlock
-// us: if no helper ever runs, the caller does all the work, and helpers that
-// start late find no chunk left and return without touching `f` (which may
-// be gone by then).
+// from call to call on the same input. The caller then waits only until
+// every chunk has COMPLETED. It never waits for a helper task to start, so
+// a busy (or single-threaded) pool cannot deadlock us: if no helper ever
+// runs, the caller does all the work, and helpers that start late find no
+// chunk left and return without touching `f` (which may be gone by then).
 //
-// A pool thread that was asleep starts a helper task 40-80 us after it is
-// scheduled on the VMs we measured (median 43 us on a 2-core Xeon VM), as
-// long as a whole chunk of a small call takes. So a helper that has run out
+// A pool thread that was asleep can take as long to start a helper task as
+// a whole chunk of a small call takes to run. So a helper that has run out
 // of chunks lingers: for up to kLingerMicroseconds it waits, spinning, for
 // the next ParallelFor, which hands it its state at once instead of
 // scheduling a new task (OpenMP runtimes keep their workers spinning the
@@ -24,8 +20,8 @@
 //
 // The caller waits first spinning (yielding its core to any other runnable
 // thread) for up to 100 us, then asleep on a condition variable: a thread
-// woken from one started 10-20 us late on the AMD VMs we measured, as long
-// as a whole chunk of a small call takes.
+// woken from one can start as late as a whole chunk of a small call takes
+// to run.
 //
 // How chunks map to threads never affects results: every kernel makes its
 // chunking depend on shapes only and writes each output element from exactly

@@ -30,8 +30,7 @@ struct SoaTaps {
   static_assert(kB % 16 == 0, "blocks are padded to groups of 16 points");
   // Row stride of the per-point tables: one cache line more than the block,
   // so that the rows that a loop reads together do not all fall into the
-  // same L1 set (rows of 4096 floats did: the 2D bilinear case of
-  // benchmarks/forward_kernel.cc, one Xeon thread, 0.74-0.78 -> 0.745 ms).
+  // same L1 set (as rows of 4096 floats would).
   static constexpr int kStride = kB + 16;
   alignas(64) int32_t ax[K][kT1][kStride];
   alignas(64) float aw[K][kT1][kStride];
@@ -70,10 +69,7 @@ struct SoaTaps {
   // be read; see NearestDot), in off_safe16 where the plane has at most
   // 65536 floats (NarrowSafeOffsets), else in off_safe. Half the bytes keep
   // more of the plane in the L1 beside them (a 16 KiB plane, the next one
-  // prefetched, and the table: 48 KiB with int32). benchmarks/
-  // forward_kernel.cc, min of 400 passes, two Xeon threads, with no nearest
-  // weights written either (nearest reads none): 2D nearest border 0.139-0.142
-  // -> 0.134-0.135 ms, 3D nearest reflection 0.447-0.454 -> 0.430-0.432.
+  // prefetched, and the table: 48 KiB with int32).
   static constexpr int kSafeB = kInterp == gs::kNearest ? kB : 8;
   alignas(32) int32_t off_safe[kSafeB];
   alignas(32) uint16_t off_safe16[kSafeB];
@@ -169,8 +165,7 @@ GS_CPU_INLINE int32_t NearestOffsetsLoop(const float* __restrict grid, int cnt,
   for (int b = 0; b < cnt; ++b) {
     int32_t idx[K];
     bool valid = true;
-    // Unrolled, or GCC left the 3D loops scalar (3D nearest reflection
-    // forward: 1.43 instead of 0.51 ms).
+    // Unrolled, or GCC leaves the 3D loops scalar.
 #pragma GCC unroll 3
     for (int a = 0; a < K; ++a) {
       gs::AxisTaps<float, 1, int32_t> t;
@@ -220,11 +215,8 @@ __attribute__((target(GS_CPU_WIDE_TARGET), flatten)) int32_t NearestOffsetsWide(
 inline bool NarrowSafeOffsets(const Geometry& g) { return g.plane <= 65536; }
 
 // The nearest tables of SoaTaps (off[0], the safe offsets, all_in) for
-// `cnt` points, in one pass (NearestOffsetsLoop) instead of per-axis tables
-// and three loops over them: the 2D nearest border forward of
-// benchmarks/forward_kernel.cc (8 x 32 channels, 64 x 64), min of 400 passes
-// on a Xeon VM, 0.152 -> 0.145 ms on two threads, 0.354 -> 0.342 on one. No
-// weights: a nearest tap's is 1.
+// `cnt` points, in one pass (NearestOffsetsLoop), with no per-axis tables
+// written and read back by further loops. No weights: a nearest tap's is 1.
 template <bool kWide, int K>
 GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, const Geometry& g,
                                       SoaTaps<K, gs::kNearest>* __restrict st) {
@@ -320,10 +312,9 @@ __attribute__((target(GS_CPU_WIDE_TARGET), flatten)) void PairAxesWide(
 }
 
 // PairAxesLoop for `cnt` (<= kB) points of `grid`; entries [cnt,
-// round_up(cnt, 16)) get no tap (index -1, weight 0, offset 0). (Without
-// the indices, which only the reads with masks need: C3 512x512, two Xeon
-// threads, min of 400 passes, two builds alternated, 0.816-0.833 ->
-// 0.793-0.794 ms.)
+// round_up(cnt, 16)) get no tap (index -1, weight 0, offset 0). The tap
+// indices are stored only with kIndices: only the reads with masks need
+// them.
 template <int K, bool kIndices>
 void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
                   SoaTaps<K, gs::kBilinear>* __restrict st) {
@@ -441,8 +432,7 @@ __attribute__((target(GS_CPU_WIDE_TARGET))) void FillSoaTapsWide(
 // entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
 // Nearest fills only its per-tap tables (FillNearestOffsets); the bilinear
 // pair sampler has its own (FillPairAxes). With 512-bit vectors where the
-// CPU prefers them (PrefersWideLoops): the 2D nearest border fill took
-// 3.6 -> 2.4 us per 4096 points on a Zen 5 core.
+// CPU prefers them (PrefersWideLoops): twice the points per instruction.
 template <int K, int kInterp>
 void FillSoaTaps(const float* __restrict grid, int cnt, const Geometry& g,
                  SoaTaps<K, kInterp>* __restrict st) {

@@ -4,8 +4,8 @@
 //
 // Why: the backward of a point updates grad_input at its taps, which come in
 // runs of N = 1, 2 or 4 neighbours along x. Moving a run as one SSE access
-// instead of N scalar read-modify-writes makes the scatter several times
-// faster on x86 (fewer memory operations, no scalar store-to-load chains).
+// instead of N scalar read-modify-writes makes the scatter much faster on
+// x86 (fewer memory operations, no scalar store-to-load chains).
 // Other architectures use the plain-array form, which computes the same
 // values: every lane is one multiply and one add, in the same order.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_TAP_ROW_H_

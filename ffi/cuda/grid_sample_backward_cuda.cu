@@ -25,9 +25,8 @@
 // Temporary memory comes from the call's last result, a uint8 workspace that
 // XLA allocates like any other buffer (the Python lowering sizes it with
 // BackwardWorkspaceBytes, exported by the module). XLA's FFI scratch allocator
-// is not used: it refused even small requests under jax 0.11 on an H200, and
-// memory owned by the call's own buffers stays valid when the call is
-// captured in a CUDA graph.
+// is not used: it can refuse even small requests, and memory owned by the
+// call's own buffers stays valid when the call is captured in a CUDA graph.
 #include <cuda_runtime.h>
 
 #include <algorithm>
