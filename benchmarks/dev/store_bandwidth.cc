@@ -5,7 +5,7 @@
 // the floor under which no forward that writes that output can go. The
 // float32 forwards stream outputs of 1 MiB and more (output_store_avx2.h).
 //
-//   g++ -std=c++17 -O3 -mavx2 -pthread benchmarks/store_bandwidth.cc -o /tmp/store_bandwidth
+//   g++ -std=c++17 -O3 -mavx2 -pthread benchmarks/dev/store_bandwidth.cc -o /tmp/store_bandwidth
 //   /tmp/store_bandwidth 2 stream 4 4
 //
 // Prints the minimum and the median of 3000 passes.

@@ -5,9 +5,9 @@ some with few points, so one band; every mode x padding x align_corners, float32
 bfloat16, both layouts, some NaN coordinates; grad of input and grid, and of the grid alone), so
 that a change meant to keep the arithmetic can be checked against the previous build:
 
-    PYTHONPATH=/path/to/old/build python benchmarks/gradient_dump.py dump old.npz
-    PYTHONPATH=/path/to/new/build python benchmarks/gradient_dump.py dump new.npz
-    python benchmarks/gradient_dump.py compare old.npz new.npz   # bitwise (dump_compare.py)
+    PYTHONPATH=/path/to/old/build python benchmarks/dev/gradient_dump.py dump old.npz
+    PYTHONPATH=/path/to/new/build python benchmarks/dev/gradient_dump.py dump new.npz
+    python benchmarks/dev/gradient_dump.py compare old.npz new.npz   # bitwise (dump_compare.py)
 """
 
 from __future__ import annotations

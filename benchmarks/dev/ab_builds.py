@@ -5,7 +5,7 @@ Loads the compiled `_cpu_kernels` module of each build folder (one with
 under its own FFI target names, and times their jitted calls alternately, so that the machine's
 load drifts for all builds alike:
 
-    python benchmarks/ab_builds.py CASE[:nhwc] fwd|bwd|fwdbwd ITERS ROUNDS BUILD [BUILD ...]
+    python benchmarks/dev/ab_builds.py CASE[:nhwc] fwd|bwd|fwdbwd ITERS ROUNDS BUILD [BUILD ...]
 
 `:nhwc` runs the case channels last. fwd is the forward, bwd the backward with a fixed
 cotangent, fwdbwd `jax.grad` of `0.5 * sum(out**2)` (as in cpu.py) through a `jax.custom_vjp` of

@@ -10,7 +10,7 @@
 //   g++ -std=c++17 -O3 -march=x86-64-v2 -fno-math-errno -fno-trapping-math \
 //     -fno-tree-pre -fno-thread-jumps -ffp-contract=off -pthread -I ffi \
 //     -isystem $(python -c 'import jax; print(jax.ffi.include_dir())') \
-//     benchmarks/forward_kernel.cc -o /tmp/forward_kernel
+//     benchmarks/dev/forward_kernel.cc -o /tmp/forward_kernel
 //   /tmp/forward_kernel c3 gather 1
 //
 // Cases (float32, channels-first, align_corners=False, grid uniform in

@@ -8,9 +8,9 @@ change meant to keep the arithmetic can be checked against the previous build:
 - "edge2d" / "edge3d": bilinear with widths 1, 2, 6, 33 (the pair path's edges), coordinates
   also exactly +-1, inputs with inf, -0.0 and NaN.
 
-    PYTHONPATH=/path/to/old/build python benchmarks/forward_dump.py dump old.npz
-    PYTHONPATH=/path/to/new/build python benchmarks/forward_dump.py dump new.npz
-    python benchmarks/forward_dump.py compare old.npz new.npz
+    PYTHONPATH=/path/to/old/build python benchmarks/dev/forward_dump.py dump old.npz
+    PYTHONPATH=/path/to/new/build python benchmarks/dev/forward_dump.py dump new.npz
+    python benchmarks/dev/forward_dump.py compare old.npz new.npz
 """
 
 from __future__ import annotations
