@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import inspect
 
-from jax.experimental.custom_partitioning import custom_partitioning
-
-try:  # jax >= 0.4.36
-    from jax.extend.core import Primitive
-except ImportError:  # pragma: no cover - older jax
-    from jax.core import Primitive  # type: ignore[no-redef]
-
 from jax._src.dispatch import apply_primitive
 from jax._src.interpreters.partial_eval import dce_rules
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 try:  # jax >= 0.6.1

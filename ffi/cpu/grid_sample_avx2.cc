@@ -20,10 +20,6 @@
 #include "output_store_avx2.h"
 #include "soa_taps_avx2.h"
 
-#if GS_CPU_HAVE_AVX2_PATH
-#include <cpuid.h>
-#endif
-
 namespace gs_cpu {
 
 #if GS_CPU_HAVE_AVX2_PATH
@@ -46,25 +42,6 @@ bool PrefersWideLoops() {
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vbmi2");
   }();
   return wide;
-}
-
-// Whether the nearest forward gathers its all-in blocks with vgatherdps
-// rather than plain loads: on Intel cores with AMX and PrefersWideLoops.
-// The Gather Data Sampling microcode fix, which slows gathers down, does not
-// touch those cores, so there one gather is cheaper than eight loads; on
-// other cores (AMD's too) the plain loads are. Same bits either way (the
-// same floats plus 0).
-static bool GathersAreFast() {
-  static const bool fast = [] {
-    if (!PrefersWideLoops()) return false;
-    __builtin_cpu_init();
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__builtin_cpu_is("intel") || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
-      return false;
-    }
-    return ((edx >> 24) & 1) != 0;  // CPUID.(7, 0):EDX bit 24, AMX-TILE
-  }();
-  return fast;
 }
 
 bool Avx2PathFits(const Geometry& g) {
@@ -408,22 +385,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadSafeOffsets(
 // range). A tap's weight is 1, so GatherDot's multiply-add with it is an
 // add of 0, which gives the same bits; so no weight is loaded, and with
 // kAllIn no mask either. The offsets come two per load, or four (uint16;
-// LoadSafeOffsets). kAllIn and kGather: one vgatherdps instead
-// (GathersAreFast).
-template <bool kAllIn, bool kGather, typename Safe, int K, int kInterp>
+// LoadSafeOffsets).
+template <bool kAllIn, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
     const float* src, const Safe* __restrict safe, const SoaTaps<K, kInterp>* __restrict st,
     int b) {
   static_assert(std::is_same_v<Safe, int32_t> || std::is_same_v<Safe, uint16_t>);
-  if constexpr (kAllIn && kGather) {
-    __m256i o;
-    if constexpr (std::is_same_v<Safe, uint16_t>) {
-      o = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(safe + b)));
-    } else {
-      o = _mm256_load_si256(reinterpret_cast<const __m256i*>(safe + b));
-    }
-    return _mm256_add_ps(_mm256_i32gather_ps(src, o, 4), _mm256_setzero_ps());
-  }
   uint32_t o[8];
   LoadSafeOffsets(safe + b, o);
   const __m128 lo = _mm_setr_ps(src[o[0]], src[o[1]], src[o[2]], src[o[3]]);
@@ -439,11 +406,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
 // nearest (from its safe offsets `safe`; others ignore them), PairDot when
 // `pairs` (SamplesPairs), else GatherDot. kNoMask: reads without masks
 // (nearest: kAllIn; pairs: see ChannelRows).
-template <bool kNoMask, bool kGather, typename Safe, int K, int kInterp>
+template <bool kNoMask, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
     bool pairs, const float* src, const float* const* rows, const Safe* safe,
     const SoaTaps<K, kInterp>* __restrict st, int b) {
-  if constexpr (kInterp == gs::kNearest) return NearestDot<kNoMask, kGather>(src, safe, st, b);
+  if constexpr (kInterp == gs::kNearest) return NearestDot<kNoMask>(src, safe, st, b);
   if constexpr (kInterp == gs::kBilinear) {
     if (pairs) return PairDot<kNoMask>(rows, st, b);
   }
@@ -518,7 +485,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
 // once per row rather than at each store, and the common one-line prefetch
 // takes no loop.
 // Returns false when pairs read without masks gave a sum that is not finite.
-template <bool kStream, bool kNoMask, bool kGather, typename Safe, int K, int kInterp>
+template <bool kStream, bool kNoMask, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
     const float* __restrict src, const float* const* rows, float* __restrict dst, int cnt16,
     bool pairs, const char* next, int64_t next_bytes, int64_t lines, const Safe* safe,
@@ -537,8 +504,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
         _mm_prefetch(next + std::min(pf, next_bytes - 64), _MM_HINT_T0);
       }
     }
-    const __m256 a[2] = {Dot<kNoMask, kGather>(pairs, src, rows, safe, st, b),
-                         Dot<kNoMask, kGather>(pairs, src, rows, safe, st, b + 8)};
+    const __m256 a[2] = {Dot<kNoMask>(pairs, src, rows, safe, st, b),
+                         Dot<kNoMask>(pairs, src, rows, safe, st, b + 8)};
     for (int u = 0; u < 2; ++u) {
       if constexpr (kCheck) bad[u] = _mm256_or_ps(bad[u], _mm256_sub_ps(a[u], a[u]));
       if constexpr (kStream) {
@@ -558,7 +525,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
 // false when pairs read without masks gave a sum that is not finite: it may
 // come from a float that is no tap (0 * inf), so the row must be sampled
 // again with masks.
-template <bool kNoMask, bool kGather, typename Safe, int K, int kInterp>
+template <bool kNoMask, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
     const float* __restrict src, float* __restrict dst, int cnt, bool pairs, bool stream,
     const char* next, int64_t next_bytes, int64_t lines, const Safe* safe,
@@ -571,27 +538,26 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
   for (int r = 0; r < kRows; ++r) rows[r] = src + (pairs ? st->pair_step[r] : 0);
   bool finite;
   if (stream && (reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
-    finite = RowGroups<true, kNoMask, kGather>(src, rows, dst, cnt16, pairs, next, next_bytes,
-                                               lines, safe, st);
+    finite = RowGroups<true, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines,
+                                      safe, st);
   } else {
-    finite = RowGroups<false, kNoMask, kGather>(src, rows, dst, cnt16, pairs, next, next_bytes,
-                                                lines, safe, st);
+    finite = RowGroups<false, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines,
+                                       safe, st);
   }
   if (cnt16 < cnt8) {
-    StoreOutput(dst + cnt16, Dot<false, false>(pairs, src, rows, safe, st, cnt16), stream);
+    StoreOutput(dst + cnt16, Dot<false>(pairs, src, rows, safe, st, cnt16), stream);
   }
   if (cnt8 < cnt) {
     // Tail: the tables are padded to a multiple of 8; masked store.
     _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8),
-                        Dot<false, false>(pairs, src, rows, safe, st, cnt8));
+                        Dot<false>(pairs, src, rows, safe, st, cnt8));
   }
   return finite;
 }
 
 // Channels-first output rows of the points p0 .. p0 + cnt - 1 (one block of
-// `st`), channel after channel; kAllIn, kGather and `safe` as for
-// NearestDot.
-template <bool kAllIn, bool kGather, typename Safe, int K, int kInterp>
+// `st`), channel after channel; kAllIn and `safe` as for NearestDot.
+template <bool kAllIn, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
     int64_t c_begin, int64_t c_end, int64_t p0, int cnt, bool pairs, bool stream,
@@ -614,18 +580,17 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const char* next = reinterpret_cast<const char*>(src + plane);
     const int64_t lines = prefetch && c + 1 < c_end ? pf_lines : 0;
     if (kAllIn) {
-      ChannelRow<true, kGather>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
+      ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
       continue;
     }
     if (no_mask) {
-      no_mask =
-          ChannelRow<true, false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
+      no_mask = ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
     }
     if (!no_mask) {
       if constexpr (kInterp == gs::kBilinear) {
         if (pairs && !st->pair_masks_ready) FillPairMasks(block_grid, cnt, g, st);
       }
-      ChannelRow<false, false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
+      ChannelRow<false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
     }
   }
 }
@@ -641,7 +606,6 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
   constexpr int kTaps = ST::kTaps;
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   const bool stream = StreamsOutput(g);
-  const bool gather = kInterp == gs::kNearest && GathersAreFast();
   constexpr bool kBilinear = kInterp == gs::kBilinear;
   const bool pairs = kBilinear && !kChannelsLast && SamplesPairs(g, kInterp);
   // Pairs from planes of at least as many cache lines as a full block reads
@@ -711,9 +675,9 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
       // Nearest reads the safe offsets that FillNearestOffsets wrote (the
       // others ignore them), and blocks whose taps are all in range without
       // a mask.
-      auto rows = [&](auto all_in, auto read_gather) __attribute__((target("avx2,fma"))) {
+      auto rows = [&](auto all_in) __attribute__((target("avx2,fma"))) {
         auto from = [&](const auto* safe) __attribute__((target("avx2,fma"))) {
-          ChannelRows<decltype(all_in)::value, decltype(read_gather)::value>(
+          ChannelRows<decltype(all_in)::value>(
               g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream, block_grid, safe, st);
         };
         if constexpr (kInterp == gs::kNearest) {
@@ -724,13 +688,9 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
       bool all_in = false;
       if constexpr (kInterp == gs::kNearest) {
         all_in = st->all_in;
-        if (all_in && gather) {
-          rows(std::true_type{}, std::true_type{});
-        } else if (all_in) {
-          rows(std::true_type{}, std::false_type{});
-        }
+        if (all_in) rows(std::true_type{});
       }
-      if (!all_in) rows(std::false_type{}, std::false_type{});
+      if (!all_in) rows(std::false_type{});
     } else {
       const float* src_n = input + n * plane * channels;
       // Same sums as the channels-first path (bitwise): even taps into one

@@ -502,41 +502,16 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
   }
   const ffi::DataType dt = input.element_type();
   int64_t dims[5];
-  const size_t rank = OutputDims(input, grid, g, dims);
+  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
   if (ffi::Error err = CheckShape("grad_output", grad_output, dt, dims, rank); !err.success()) {
     return err;
   }
-  const size_t expected = (input_mask ? 1 : 0) + (grid_mask ? 1 : 0);
-  if (results.size() != expected) {
-    return InvalidArgument("expected " + std::to_string(expected) +
-                           " result(s) for input_mask=" + (input_mask ? "true" : "false") +
-                           " and grid_mask=" + (grid_mask ? "true" : "false") + ", got " +
-                           std::to_string(results.size()));
-  }
   void* gi_ptr = nullptr;
   void* gg_ptr = nullptr;
-  size_t next = 0;
-  if (input_mask) {
-    auto r = results.get<ffi::AnyBuffer>(next++);
-    if (r.has_error()) return InvalidArgument("grad_input result could not be decoded");
-    ffi::AnyBuffer buf = **r;
-    const auto idims = input.dimensions();
-    if (ffi::Error err = CheckShape("grad_input", buf, dt, idims.begin(), idims.size());
-        !err.success()) {
-      return err;
-    }
-    gi_ptr = buf.untyped_data();
-  }
-  if (grid_mask) {
-    auto r = results.get<ffi::AnyBuffer>(next++);
-    if (r.has_error()) return InvalidArgument("grad_grid result could not be decoded");
-    ffi::AnyBuffer buf = **r;
-    const auto gdims = grid.dimensions();
-    if (ffi::Error err = CheckShape("grad_grid", buf, dt, gdims.begin(), gdims.size());
-        !err.success()) {
-      return err;
-    }
-    gg_ptr = buf.untyped_data();
+  if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
+                                                     grid_mask, &gi_ptr, &gg_ptr);
+      !err.success()) {
+    return err;
   }
   return Dispatch(dt, g.k, interpolation, channels_last,
                   [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {

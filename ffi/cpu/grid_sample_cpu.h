@@ -45,8 +45,7 @@ bool HasAvx2Fma();
 // standing for the newer cores that run 512-bit vectors without the clock
 // penalty of the first AVX-512 cores. Implies HasAvx2Fma().
 // The environment variable kWideLoopsVariable set to "0" (read at the first
-// call) keeps them at AVX2 width (and the nearest forward's reads plain, see
-// GathersAreFast); results are the same bits either way.
+// call) keeps them at AVX2 width; results are the same bits either way.
 bool PrefersWideLoops();
 inline constexpr const char* kWideLoopsVariable = "JAX_GRIDSAMPLE_CPU_WIDE_LOOPS";
 
@@ -86,13 +85,6 @@ inline ffi::Error CheckShape(const char* name, const ffi::AnyBuffer& buf, ffi::D
   return gs_ffi::CheckShape(kPlatform, name, buf, dt, dims, rank);
 }
 
-// Expected output dims for input/grid of a geometry; returns the rank.
-inline size_t OutputDims(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid,
-                         const Geometry& g, int64_t* dims) {
-  (void)input;
-  return gs_ffi::OutputDims(grid, g, dims);
-}
-
 // Taps of a block of output points: the in-range taps of each point (tensor
 // product of the axes' taps, out-of-range ones left out, order kept) as
 // offsets into one input plane, their weights, and for the grid gradient the
@@ -121,7 +113,7 @@ struct TapBlock {
   int full[kBlock];        // points with all kTaps taps in range, x-runs contiguous
   int part[kBlock];        // the other points, by increasing tap count
   int part_begin[kTaps + 2];  // part[part_begin[n] .. part_begin[n + 1]): n taps
-  int n_full, n_part;
+  int n_full;
 };
 
 template <typename TB>
@@ -271,7 +263,6 @@ GS_CPU_INLINE void FillTapsFor(const typename Fmt::Storage* grid, int64_t count,
     tb->ntaps[b] = n;
   }
   tb->n_full = n_full;
-  tb->n_part = n_part;
   // Stable counting sort of `part` by tap count, so that consumers can loop
   // over points with the same (predictable) number of taps.
   int start[kTaps + 2] = {};

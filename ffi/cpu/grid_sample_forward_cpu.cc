@@ -162,7 +162,7 @@ ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
     return err;
   }
   int64_t dims[5];
-  const size_t rank = OutputDims(input, grid, g, dims);
+  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
   if (ffi::Error err = CheckShape("output", *output, input.element_type(), dims, rank);
       !err.success()) {
     return err;
