@@ -26,7 +26,7 @@ def load_and_register(module: str, targets: tuple[str, ...], platform: str):
     """
     try:
         compiled = importlib.import_module(f"{__package__}.{module}")
-    except ImportError as exc:  # not built (e.g. no nvcc, or a source checkout)
+    except ImportError as exc:  # not built (no GPU or nvcc at install, or a source checkout)
         return None, f"the compiled module jax_gridsample.{module} could not be imported: {exc}"
     try:
         registrations = compiled.registrations()
@@ -67,9 +67,11 @@ def cpu_instruction_set() -> str | None:
 
 
 def cuda_available() -> bool:
-    """Whether the CUDA kernels were built (``nvcc`` was present at install) and registered.
+    """Whether the CUDA kernels were built and registered.
 
-    True without a GPU too: the "cuda" lowering only runs where JAX has a CUDA backend.
+    They are built where, at install, ``nvcc`` and an NVIDIA GPU were present, or where
+    ``JAX_GRIDSAMPLE_CUDA=ON`` asked for them. True without a GPU too: the "cuda" lowering
+    only runs where JAX has a CUDA backend.
     """
     return _CUDA_MODULE is not None
 

@@ -144,9 +144,10 @@ class NativeKernel:
 NATIVE_KERNELS = {
     "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET,
                         channels_first_below=(4, 8)),
-    # NVIDIA GPUs: ffi/cuda, built when nvcc was present at install time. Compiled in CI; one H200
-    # run (benchmarks/GPU_RESULTS.md) failed the backwards that needed scratch memory, and their
-    # workspace result since has not run on a GPU yet (issue 7), so "auto" keeps the reference.
+    # NVIDIA GPUs: ffi/cuda, built where nvcc and a GPU were present at install (CI forces
+    # it). One H200 run (benchmarks/GPU_RESULTS.md) failed the backwards that needed scratch
+    # memory, and their workspace result since has not run on a GPU yet (issue 7), so "auto"
+    # keeps the reference.
     "cuda": NativeKernel(_native.cuda_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET,
                          backward_attributes=cuda_backward_attributes, verified=False,
                          backward_workspace=_native.cuda_backward_workspace_bytes),
