@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import inspect
 
+import jax.numpy as jnp
+from jax import lax
 from jax._src.dispatch import apply_primitive
 from jax._src.interpreters.partial_eval import dce_rules
+from jax._src.lib import version as JAXLIB_VERSION
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
@@ -36,7 +39,33 @@ def register_partitioned_lowering(primitive, rule, platform=None) -> None:
         mlir.register_lowering(primitive, rule, platform=platform)
 
 
+# jaxlib 0.6.0 to 0.7.1 abort the process ("Could not convert JSON string to proto") compiling
+# for the CPU a computation whose root is an FFI call with attributes (ours) and that holds a
+# dot XLA emits itself, such as affine_grid's small einsum: the dot emitter reads the root's
+# backend_config as the CPU backend's JSON proto, and an FFI call's is an MLIR dictionary.
+# Fixed in jaxlib 0.7.2.
+CPU_FFI_ROOT_BUG = JAXLIB_VERSION < (0, 7, 2)
+
+
+def guard_cpu_ffi_results(results):
+    """On the jaxlibs with CPU_FFI_ROOT_BUG, each of an FFI call's results passed through an
+    identity XLA's CPU simplifier keeps (reduce_precision to the dtype's own exponent and
+    mantissa: the same bits, but for bfloat16 NaN payloads, which become the quiet NaN), so
+    that the call is never a computation's root. It fuses into a consumer; only as the root
+    does it cost a pass over the result."""
+    if not CPU_FFI_ROOT_BUG:
+        return results
+
+    def guard(x):
+        info = jnp.finfo(x.dtype)
+        return lax.reduce_precision(x, exponent_bits=info.nexp, mantissa_bits=info.nmant)
+
+    return [guard(x) for x in results]
+
+
 __all__ = [
+    "CPU_FFI_ROOT_BUG",
+    "JAXLIB_VERSION",
     "NOT_MAPPED",
     "SHARDING_RULE_FACTOR_KINDS",
     "Primitive",
@@ -44,6 +73,7 @@ __all__ = [
     "apply_primitive",
     "batching",
     "dce_rules",
+    "guard_cpu_ffi_results",
     "mlir",
     "register_partitioned_lowering",
     "use_abstract_mesh",

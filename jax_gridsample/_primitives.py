@@ -23,6 +23,7 @@ from ._compat import (
     apply_primitive,
     batching,
     dce_rules,
+    guard_cpu_ffi_results,
     register_partitioned_lowering,
 )
 from ._reference import grid_sample_backward_reference, grid_sample_reference
@@ -164,6 +165,8 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
     """Lower to the FFI target unless the reference was asked for or the kernel is absent."""
     target = kernel.backward_target if backward else kernel.forward_target
     attributes = kernel.backward_attributes if backward else kernel.forward_attributes
+    # XLA's CPU compiler in some old jaxlibs cannot have an FFI call as a root (see _compat).
+    guard = guard_cpu_ffi_results if platform == "cpu" else tuple
 
     def rule(ctx, *args, implementation, **params):
         available = kernel.available()
@@ -183,14 +186,15 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
         def call_kernel(operands, params):
             if not backward:
                 avals = _forward_abstract(*operands, **params)
-                return jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
+                output = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
+                return guard((output,))[0]
             avals = _backward_abstract(*operands, **params)
             workspace = kernel.backward_workspace
             if workspace is not None:
                 nbytes = workspace(*operands, **params)
                 avals = [*avals, jax.ShapeDtypeStruct((nbytes,), np.uint8)]
             results = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
-            return tuple(results[:-1] if workspace is not None else results)
+            return tuple(guard(results[:-1] if workspace is not None else results))
 
         def call(*operands):  # on whatever (local) shapes the partitioner gives it
             below = kernel.channels_first_below[1 if backward else 0]
