@@ -33,7 +33,12 @@ def implementations() -> list[str]:
 
 
 def random_case(dims: int, rng: np.random.Generator, batch=2, channels=3, spread=1.3):
-    """A small input and a grid that reaches a little past [-1, 1] on every side."""
+    """A small input and a grid that reaches a little past [-1, 1] on every side.
+
+    Its shapes are the ones the tests share: a test that samples arrays of these shapes (float64,
+    say) reuses the programs every other such test compiled for the same configuration, as JAX
+    caches an eagerly called operation's program by its shapes, dtypes and parameters.
+    """
     spatial = (4, 5, 6)[-dims:]
     out_spatial = (3, 4, 5)[-dims:]
     x = rng.standard_normal((batch, channels) + spatial)

@@ -1,4 +1,13 @@
-"""Gradients: numeric checks in float64, jax.grad == grid_sample_backward, affine_grid vs torch."""
+"""Gradients: numeric checks in float64, jax.grad == grid_sample_backward, affine_grid vs torch.
+
+- test_numeric_gradients: every (rank, mode, padding, align_corners), both implementations, on
+  the shared shapes (``oracle.random_case``), so it reuses test_semantics' float64 programs.
+- test_grad_equals_grid_sample_backward: jax.grad's backward is grid_sample_backward's (the
+  custom_vjp passes every parameter through and keeps the dtype): a covering set, each mode,
+  padding and align_corners in each rank, x float64, bfloat16 x both implementations.
+- test_gradients_of_gradients: every (rank, mode, padding), against finite differences.
+- output_mask, affine_grid against PyTorch, a spatial transformer's d loss / d theta.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +17,14 @@ import numpy as np
 import pytest
 import torch
 from jax.test_util import check_grads
-from oracle import ALL_CASES, case_id, implementations
+from oracle import ALL_CASES, case_id, implementations, random_case
 
 import jax_gridsample
 
 IMPLEMENTATIONS = implementations()
 
 
-def _smooth_grid(dims, spatial, align_corners, rng, points=(3, 4, 2)):
+def _smooth_grid(dims, spatial, align_corners, rng, points=(3, 4, 5), batch=2):
     """Grid values whose unnormalized coordinates sit inside the input, away from integers.
 
     Every interpolation weight is smooth there and no padding rule is active, so finite
@@ -28,7 +37,7 @@ def _smooth_grid(dims, spatial, align_corners, rng, points=(3, 4, 2)):
         u = whole + rng.uniform(0.2, 0.8, out)
         c = u / (size - 1) * 2 - 1 if align_corners else (2 * u + 1) / size - 1
         coords.append(c)
-    return np.stack(coords, -1)[None].repeat(2, 0)
+    return np.stack(coords, -1)[None].repeat(batch, 0)
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
@@ -36,9 +45,8 @@ def _smooth_grid(dims, spatial, align_corners, rng, points=(3, 4, 2)):
 def test_numeric_gradients(case, implementation):
     dims, mode, padding, align_corners = case
     rng = np.random.default_rng(10)
-    spatial = (5, 6, 7)[-dims:]
-    x = jnp.asarray(rng.standard_normal((2, 2) + spatial))
-    grid = jnp.asarray(_smooth_grid(dims, spatial, align_corners, rng))
+    x, _ = random_case(dims, rng)  # the shared shapes, with a smooth grid of its grid's shape
+    x, grid = jnp.asarray(x), jnp.asarray(_smooth_grid(dims, x.shape[2:], align_corners, rng))
 
     def f(x, grid):
         return jax_gridsample.grid_sample(x, grid, mode=mode, padding_mode=padding,
@@ -48,18 +56,23 @@ def test_numeric_gradients(case, implementation):
     check_grads(f, (x, grid), order=1, modes=["rev"], eps=1e-6, atol=1e-6, rtol=1e-6)
 
 
+# (rank, mode, padding, align_corners): each mode, padding and align_corners in each rank.
+COVERING_CASES = [(2, "bilinear", "zeros", False), (2, "nearest", "border", True),
+                  (2, "bicubic", "reflection", False), (3, "bilinear", "reflection", True),
+                  (3, "nearest", "zeros", False), (3, "bicubic", "border", True)]
+
+
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
-@pytest.mark.parametrize("case", ALL_CASES, ids=case_id)
+@pytest.mark.parametrize("case", COVERING_CASES, ids=case_id)
 def test_grad_equals_grid_sample_backward(case, dtype, implementation):
     dims, mode, padding, align_corners = case
     rng = np.random.default_rng(11)
-    spatial = (4, 5, 6)[-dims:]
-    x = jnp.asarray(rng.standard_normal((2, 3) + spatial), dtype)
-    grid = jnp.asarray(rng.uniform(-1.2, 1.2, (2,) + (3, 2, 4)[-dims:] + (dims,)), dtype)
+    x, grid = random_case(dims, rng)
+    x, grid = jnp.asarray(x, dtype), jnp.asarray(grid, dtype)
     kwargs = dict(mode=mode, padding_mode=padding, align_corners=align_corners,
                   implementation=implementation)
-    weights = jnp.asarray(rng.standard_normal((2, 3) + (3, 2, 4)[-dims:]), dtype)
+    weights = jnp.asarray(rng.standard_normal(x.shape[:2] + grid.shape[1:-1]), dtype)
 
     def loss(x, grid):
         return jnp.sum(jax_gridsample.grid_sample(x, grid, **kwargs) * weights)
@@ -135,7 +148,7 @@ def test_gradients_of_gradients(case):
     rng = np.random.default_rng(15)
     spatial = (5, 6, 7)[-dims:]
     x = jnp.asarray(rng.standard_normal((1, 2) + spatial))
-    grid = jnp.asarray(_smooth_grid(dims, spatial, align_corners, rng)[:1])
+    grid = jnp.asarray(_smooth_grid(dims, spatial, align_corners, rng, points=(3, 4, 2), batch=1))
     weights = jnp.asarray(rng.standard_normal((1, 2) + grid.shape[1:-1]))
 
     def loss(x, grid):

@@ -1,4 +1,26 @@
-"""Forward and both gradients against PyTorch's grid_sample, plus the documented edge cases."""
+"""Forward and both gradients against PyTorch's grid_sample, plus the documented edge cases.
+
+Every test runs both implementations. Most sample arrays of the shared shapes
+(``oracle.random_case``) in float64, so they reuse the programs test_matches_torch (and
+test_gradients.py) compiled for the same configuration instead of compiling their own. Coverage:
+
+- test_matches_torch: every (rank, mode, padding, align_corners) PyTorch has x float64, float32.
+- test_half_types_compute_in_float32: every (rank, mode, padding, align_corners) x float16,
+  bfloat16 natively (the reference: a covering set and 3D bicubic, see HALF_CASES), against the
+  float64 result on the rounded values (PyTorch's; for 3D bicubic, which PyTorch lacks, the
+  float64 reference's).
+- test_size_one_axes_match_torch: every PyTorch case, on size-one spatial axes.
+- test_pixel_centres_reproduce_the_input: every case samples every pixel centre exactly; the
+  same points rounded onto the borders match PyTorch (every PyTorch case).
+- test_huge_coordinates_match_torch: every 2D case, each huge value on either axis and on both,
+  all in one grid.
+- test_non_finite_coordinates_follow_the_documented_rule: every mode x padding, with +inf, -inf
+  and NaN in one grid.
+- test_channels_last_layout_matches_torch: a covering set (each mode, padding and align_corners
+  in each rank): the layout is a transpose around the same math; the native channels-last kernel
+  of every case is compared with the oracles in test_native_parity.py.
+- rounding halves, empty tensors, 3D bicubic as 1D bicubic along each axis.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +31,6 @@ import pytest
 from oracle import ALL_CASES, CASES, case_id, implementations, ours, random_case, torch_grid_sample
 
 import jax_gridsample
-from jax_gridsample._reference import grid_sample_backward_reference, grid_sample_reference
 
 IMPLEMENTATIONS = implementations()
 TOLERANCE = {np.float64: 1e-10, np.float32: 2e-5}
@@ -58,18 +79,28 @@ def _centres(size: int, align_corners: bool) -> np.ndarray:
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("case", ALL_CASES, ids=case_id)
 def test_pixel_centres_reproduce_the_input(case, implementation):
-    """Sampling at every pixel centre gives the input back, for every mode and padding."""
+    """Sampling at every pixel centre gives the input back, for every mode and padding.
+
+    Both batch elements hold the same image and the grid's points, taken in order over the
+    batch, start with its pixel centres in order (the shared shapes have room for them all).
+    """
     dims, mode, padding, align_corners = case
-    spatial = (3, 4, 5)[-dims:]
-    x = np.random.default_rng(3).standard_normal((1, 2) + spatial)
-    axes = [_centres(s, align_corners) for s in spatial]
+    x, grid = random_case(dims, np.random.default_rng(3))
+    image = x[:1]
+    x = np.concatenate([image, image])
+    axes = [_centres(s, align_corners) for s in image.shape[2:]]
     mesh = np.meshgrid(*axes, indexing="ij")  # D, H, W order
-    grid = np.stack(mesh[::-1], axis=-1)[None]  # (x, y, z) order
+    centres = np.stack(mesh[::-1], axis=-1).reshape(-1, dims)  # (x, y, z) order
+    points = grid.reshape(-1, dims).copy()
+    points[:len(centres)] = centres
+    grid = points.reshape(grid.shape)
     out = jax_gridsample.grid_sample(
         jnp.asarray(x), jnp.asarray(grid), mode=mode, padding_mode=padding,
         align_corners=align_corners, implementation=implementation,
     )
-    np.testing.assert_allclose(np.asarray(out), x, atol=1e-12)
+    sampled = np.moveaxis(np.asarray(out), 1, 0).reshape(x.shape[1], -1)  # (C, points)
+    np.testing.assert_allclose(sampled[:, :len(centres)], image.reshape(x.shape[1], -1),
+                               atol=1e-12)
     if case not in CASES:
         return
     # and on the borders (+-1 exactly) PyTorch agrees with us
@@ -101,39 +132,57 @@ def test_nearest_rounds_halves_to_even(implementation, align_corners):
     _compare_with_torch(x, grid, implementation, 2, "nearest", "zeros", align_corners, np.float64)
 
 
+HUGE = [1e10, -1e10, 3e9, -7e5]
+
+
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
-@pytest.mark.parametrize("value", [1e10, -1e10, 3e9, -7e5])
 @pytest.mark.parametrize("case", [c for c in CASES if c[0] == 2], ids=case_id)
-def test_huge_coordinates_match_torch(case, value, implementation):
+def test_huge_coordinates_match_torch(case, implementation):
+    """Each huge value as x, as y and as both, among the shared case's ordinary points."""
     dims, mode, padding, align_corners = case
-    x = np.random.default_rng(4).standard_normal((1, 2, 3, 4))
-    grid = np.array([[[[value, 0.3], [0.2, value], [value, value]]]])
+    x, grid = random_case(dims, np.random.default_rng(4))
+    points = grid.reshape(-1, 2).copy()
+    huge = [p for v in HUGE for p in ([v, 0.3], [0.2, v], [v, v])]
+    points[:len(huge)] = huge
+    grid = points.reshape(grid.shape)
     _compare_with_torch(x, grid, implementation, dims, mode, padding, align_corners, np.float64)
 
 
-# Row y = 0 (u_y = 1 with H = 3, align_corners=False) of arange(12) + 1 is [5, 6, 7, 8].
+# Row y = 2 (grid y = 0, H = 5) of arange(30).reshape(5, 6) + 1 is [13, 14, 15, 16, 17, 18].
+NON_FINITE = (np.inf, -np.inf, np.nan)
 _NON_FINITE_EXPECTED = {
-    ("zeros", np.inf): 0.0, ("zeros", -np.inf): 0.0, ("zeros", np.nan): 0.0,
-    ("border", np.inf): 8.0, ("border", -np.inf): 5.0, ("border", np.nan): 5.0,
-    ("reflection", np.inf): 5.0, ("reflection", -np.inf): 5.0, ("reflection", np.nan): 5.0,
+    "zeros": (0.0, 0.0, 0.0), "border": (18.0, 13.0, 13.0), "reflection": (13.0, 13.0, 13.0),
 }
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
-@pytest.mark.parametrize("padding, value", list(_NON_FINITE_EXPECTED), ids=str)
-def test_non_finite_coordinates_follow_the_documented_rule(padding, value, mode, implementation):
-    x = (np.arange(12.0) + 1).reshape(1, 1, 3, 4)
-    grid = np.array([[[[value, 0.0]]]])
+@pytest.mark.parametrize("padding", list(_NON_FINITE_EXPECTED))
+def test_non_finite_coordinates_follow_the_documented_rule(padding, mode, implementation):
+    """+inf, -inf and NaN as x on an exact row, among the shared case's ordinary points: the
+    documented value, a zero x derivative, finite gradients, and the input gradient on the
+    pixel the value came from (each point's cotangent a different power of ten)."""
+    x, grid = random_case(2, np.random.default_rng(8))
+    x[0, 0] = (np.arange(30.0) + 1).reshape(5, 6)
+    points = grid.reshape(-1, 2).copy()
+    points[:3] = [[value, 0.0] for value in NON_FINITE]
+    grid = points.reshape(grid.shape)
+    cotangent = np.zeros(x.shape[:2] + grid.shape[1:-1])
+    weights = np.array([1.0, 10.0, 100.0])
+    cotangent[0, 0].flat[:3] = weights
     kwargs = dict(mode=mode, padding_mode=padding, implementation=implementation)
     out = jax_gridsample.grid_sample(jnp.asarray(x), jnp.asarray(grid), **kwargs)
-    assert float(out[0, 0, 0, 0]) == _NON_FINITE_EXPECTED[(padding, value)]
-    gi, gg = jax_gridsample.grid_sample_backward(
-        jnp.ones_like(out), jnp.asarray(x), jnp.asarray(grid), **kwargs
-    )
-    assert np.all(np.isfinite(np.asarray(gi))) and np.all(np.isfinite(np.asarray(gg)))
-    assert float(gg[0, 0, 0, 0]) == 0.0  # the x derivative of a replaced coordinate is 0
-    assert float(jnp.sum(gi)) == (0.0 if padding == "zeros" else 1.0)
+    expected = _NON_FINITE_EXPECTED[padding]
+    np.testing.assert_array_equal(np.asarray(out)[0, 0].flat[:3], expected)
+    gi, gg = (np.asarray(g) for g in jax_gridsample.grid_sample_backward(
+        jnp.asarray(cotangent), jnp.asarray(x), jnp.asarray(grid), **kwargs))
+    assert np.all(np.isfinite(gi)) and np.all(np.isfinite(gg))
+    np.testing.assert_array_equal(gg.reshape(-1, 2)[:3, 0], 0.0)  # replaced: d/dx is 0
+    expected_gi = np.zeros_like(gi)
+    for value, weight in zip(expected, weights, strict=True):
+        if value:  # the pixel whose value it took gets the whole cotangent
+            expected_gi[0, 0].flat[int(value) - 1] += weight
+    np.testing.assert_array_equal(gi, expected_gi)
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
@@ -159,30 +208,40 @@ def test_empty_tensors(which, dims, implementation):
 HALF_TYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+# (rank, mode, padding, align_corners): each mode, padding and align_corners in each rank.
+COVERING_CASES = [(2, "bilinear", "zeros", False), (2, "nearest", "border", True),
+                  (2, "bicubic", "reflection", False), (3, "bilinear", "reflection", True),
+                  (3, "nearest", "zeros", False), (3, "bicubic", "border", True)]
+# The reference computes every dtype but float64 in float32 (as test_matches_torch checks for
+# each PyTorch case) and rounds at the ends, whatever the case; the native kernels are compiled
+# per dtype and case. So: every case natively, a covering set plus 3D bicubic (float32 arithmetic
+# checked nowhere else) on the reference.
+HALF_CASES = [(case, "native") for case in ALL_CASES] + [
+    (case, "reference") for case in ALL_CASES
+    if case in COVERING_CASES or (case[0] == 3 and case[1] == "bicubic")]
+
+
 @pytest.mark.parametrize("dtype", list(HALF_TYPES), ids=str)
-@pytest.mark.parametrize("case", ALL_CASES, ids=case_id)
-def test_half_types_compute_in_float32(case, dtype, implementation):
+@pytest.mark.parametrize("case, implementation", HALF_CASES,
+                         ids=[f"{case_id(c)}-{i}" for c, i in HALF_CASES])
+def test_half_types_compute_in_float32(case, implementation, dtype):
     """Half inputs give the float64 result on the same (rounded) values, rounded once."""
     dims, mode, padding, align_corners = case
     dtype = HALF_TYPES[dtype]
     rng = np.random.default_rng(5)
     x, grid = random_case(dims, rng)
-    x, grid = jnp.asarray(x, dtype), jnp.asarray(grid, dtype)
-    params = (int(jax_gridsample.Interpolation[mode.upper()]),
-              int(jax_gridsample.Padding[padding.upper()]), align_corners)
-    x64, grid64 = x.astype(jnp.float64), grid.astype(jnp.float64)
-    expected = grid_sample_reference(x64, grid64, *params)
-    gout = jnp.asarray(rng.standard_normal(expected.shape), dtype)
-    expected_grads = grid_sample_backward_reference(gout.astype(jnp.float64), x64, grid64,
-                                                    *params, (True, True))
-    got = ours(x, grid, gout, implementation=implementation, mode=mode, padding_mode=padding,
-               align_corners=align_corners)
+    x, grid = x.astype(dtype), grid.astype(dtype)
+    gout = rng.standard_normal(x.shape[:2] + grid.shape[1:-1]).astype(dtype)
+    kwargs = dict(mode=mode, padding_mode=padding, align_corners=align_corners)
+    rounded = [a.astype(np.float64) for a in (x, grid, gout)]
+    if case in CASES:
+        expected = torch_grid_sample(*rounded, **kwargs)
+    else:  # 3D bicubic: the float64 reference
+        expected = ours(*rounded, implementation="reference", **kwargs)
+    got = ours(x, grid, gout, implementation=implementation, **kwargs)
     eps = float(jnp.finfo(dtype).eps)
-    for name, g, e in zip(("output", "input_grad", "grid_grad"), got,
-                          (expected,) + expected_grads, strict=True):
+    for name, g, e in zip(("output", "input_grad", "grid_grad"), got, expected, strict=True):
         assert g.dtype == dtype, name
-        e = np.asarray(e)
         # one rounding to the half type, plus float32 arithmetic far below it
         np.testing.assert_allclose(g.astype(np.float64), e, rtol=eps, atol=eps * 1e-2,
                                    err_msg=name)
@@ -195,40 +254,44 @@ def test_tricubic_is_separable_bicubic(axis, align_corners, implementation):
     """3D bicubic of a volume that varies along one axis only is PyTorch's 1D bicubic.
 
     With border padding the constant axes contribute weights summing to one, so the result along
-    the varying axis is 2D bicubic on a one-row image (in value and in both gradients).
+    the varying axis is 2D bicubic on a one-row image (in value and in both gradients). The
+    volume and grid have the shared shapes, whichever axis varies.
     """
     rng = np.random.default_rng(6)
-    size = 6
-    profile = rng.standard_normal((1, 2, size))  # (N, C, S)
-    volume = np.broadcast_to(
-        np.expand_dims(profile, tuple(2 + a for a in range(3) if a != axis)),
-        (1, 2) + tuple(size if a == axis else 3 + a for a in range(3)),
-    ).copy()
-    grid = rng.uniform(-1.3, 1.3, (1, 4, 3, 2, 3))
+    x, grid = random_case(3, rng)
+    size = x.shape[2 + axis]
+    profile = rng.standard_normal(x.shape[:2] + (size,))  # (N, C, S)
+    others = tuple(2 + a for a in range(3) if a != axis)
+    volume = np.broadcast_to(np.expand_dims(profile, others), x.shape).copy()
     kwargs = dict(mode="bicubic", padding_mode="border", align_corners=align_corners)
-    gout = rng.standard_normal((1, 2, 4, 3, 2))
+    gout = rng.standard_normal(x.shape[:2] + grid.shape[1:-1])
     out, gi, gg = ours(volume, grid, gout, implementation=implementation, **kwargs)
 
+    n, c = x.shape[:2]
     component = 2 - axis  # grid holds (x, y, z): x moves along the last axis
-    line_grid = np.stack([grid[..., component], np.zeros(grid.shape[:-1])], -1).reshape(1, 1, -1, 2)
+    line_grid = np.stack([grid[..., component], np.zeros(grid.shape[:-1])], -1).reshape(n, 1, -1, 2)
     line_out, line_gi, line_gg = torch_grid_sample(profile[:, :, None, :], line_grid,
-                                                   gout.reshape(1, 2, 1, -1), **kwargs)
-    np.testing.assert_allclose(out.reshape(1, 2, -1), line_out.reshape(1, 2, -1), atol=1e-12)
-    np.testing.assert_allclose(gg[..., component].ravel(), line_gg[..., 0].ravel(), atol=1e-11)
-    summed = gi.sum(axis=tuple(2 + a for a in range(3) if a != axis))
-    np.testing.assert_allclose(summed, line_gi[:, :, 0, :], atol=1e-11)
+                                                   gout.reshape(n, c, 1, -1), **kwargs)
+    np.testing.assert_allclose(out.reshape(n, c, -1), line_out.reshape(n, c, -1), atol=1e-12)
+    np.testing.assert_allclose(gg[..., component].reshape(n, -1), line_gg[..., 0].reshape(n, -1),
+                               atol=1e-11)
+    np.testing.assert_allclose(gi.sum(axis=others), line_gi[:, :, 0, :], atol=1e-11)
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", COVERING_CASES, ids=case_id)
 def test_channels_last_layout_matches_torch(case, implementation):
-    """layout="NHWC"/"NDHWC": channels-last input and output, the same numbers as PyTorch's."""
+    """layout="NHWC"/"NDHWC": channels-last input and output, the same numbers as PyTorch's
+    (for 3D bicubic, the float64 reference's on the channels-first arrays)."""
     dims, mode, padding, align_corners = case
     rng = np.random.default_rng(7)
     x, grid = random_case(dims, rng)
     grad_output = rng.standard_normal(x.shape[:2] + grid.shape[1:-1])
     kwargs = dict(mode=mode, padding_mode=padding, align_corners=align_corners)
-    expected = torch_grid_sample(x, grid, grad_output, **kwargs)
+    if case in CASES:
+        expected = torch_grid_sample(x, grid, grad_output, **kwargs)
+    else:
+        expected = ours(x, grid, grad_output, implementation="reference", **kwargs)
 
     def last(a):  # channels first -> channels last
         return np.moveaxis(a, 1, -1)
