@@ -4,7 +4,8 @@ A photograph that ships with scikit-image (no download) is downscaled to 128x128
 known smooth synthetic flow to make the target frame. Starting from zero flow, Adam minimises a
 photometric loss (the frame warped by the current flow against the target) plus a smoothness
 penalty, coarse to fine; the endpoint error against the known flow is printed as it goes, and a
-PNG shows frame, target, warped result and the flows. Run:
+PNG shows frame, target, warped result and the flows. The flow is the one parameter of a Flax NNX
+module, which nnx.Optimizer updates. Run:
 
     pip install ".[examples]" && python examples/optical_flow_warp.py
 """
@@ -12,12 +13,15 @@ PNG shows frame, target, warped result and the flows. Run:
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 from tqdm import tqdm
 
 import jax_gridsample
@@ -53,6 +57,7 @@ def synthetic_flow(size: int, seed: int, max_pixels: float) -> np.ndarray:
     return flow.astype(np.float32)
 
 
+@partial(jax.jit, static_argnames="mode")
 def warp(image: jax.Array, flow_pixels: jax.Array, mode: str = "bilinear") -> jax.Array:
     """out(p) = image(p + flow(p)) for a (H, W) image and a (H, W, 2) flow in pixels (x, y)."""
     h, w = image.shape
@@ -64,35 +69,86 @@ def warp(image: jax.Array, flow_pixels: jax.Array, mode: str = "bilinear") -> ja
     return out[0, 0]
 
 
+@partial(jax.jit, static_argnames="size")
 def resize_flow(flow_pixels: jax.Array, size: int) -> jax.Array:
     """Bilinear resize of a (h, w, 2) flow to (size, size, 2), rescaling the vectors."""
     h = flow_pixels.shape[0]
+    if flow_pixels.shape[:2] == (size, size):
+        return flow_pixels
     identity = jnp.eye(2, 3, dtype=F32)[None]
     grid = jax_gridsample.affine_grid(identity, (1, 2, size, size))
-    field = jnp.moveaxis(flow_pixels, -1, 0)[None]  # (1, 2, h, w)
-    out = jax_gridsample.grid_sample(field, grid, padding_mode="border")
-    return jnp.moveaxis(out[0], 0, -1) * (size / h)
+    # the flow's two components are the channels of a channels-last (1, h, w, 2) image
+    out = jax_gridsample.grid_sample(flow_pixels[None], grid, padding_mode="border",
+                                     layout="NHWC")
+    return out[0] * (size / h)
 
 
+@partial(jax.jit, static_argnames="factor")
 def downscale(image: jax.Array, factor: int) -> jax.Array:
+    """Average-pool a (H, W) image by factor along both axes (for the coarse levels)."""
     h, w = image.shape
     return image.reshape(h // factor, factor, w // factor, factor).mean(axis=(1, 3))
 
 
 def endpoint_error(flow: jax.Array, truth: jax.Array) -> float:
-    return float(jnp.mean(jnp.linalg.norm(flow - truth, axis=-1)))
+    """Mean length of flow - truth, px (one compiled call: it scores the flow every few steps)."""
+    return float(_mean_distance(flow, truth))
 
 
-def make_step(loss_fn, optimizer):
-    """One jitted Adam step on loss_fn(params, *data)."""
+@jax.jit
+def _mean_distance(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.mean(jnp.linalg.norm(a - b, axis=-1))
 
-    @jax.jit
-    def step(params, opt_state, *data):
-        loss, grad = jax.value_and_grad(loss_fn)(params, *data)
-        updates, opt_state = optimizer.update(grad, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
 
-    return step
+# nnx.Optimizer.update takes the model from flax 0.11 on; flax 0.10, the last release for
+# Python 3.10, keeps a reference to the model and takes only the gradients.
+_UPDATE_TAKES_MODEL = "model" in inspect.signature(nnx.Optimizer.update).parameters
+
+
+def apply_gradients(optimizer: nnx.Optimizer, model: nnx.Module, grads: nnx.State) -> None:
+    """One optimizer step on the model's parameters, in place, under either flax API."""
+    if _UPDATE_TAKES_MODEL:
+        optimizer.update(model, grads)
+    else:
+        optimizer.update(grads)
+
+
+class FlowField(nnx.Module):
+    """A dense flow, (H, W, 2) in pixels, as the model's one parameter: calling the model on a
+    (H, W) image warps the image by the flow."""
+
+    def __init__(self, flow_pixels: jax.Array):
+        self.flow = nnx.Param(jnp.asarray(flow_pixels, F32))
+
+    def __call__(self, image: jax.Array) -> jax.Array:
+        return warp(image, self.flow[...])
+
+    def roughness(self) -> jax.Array:
+        """Mean squared difference of neighbouring flow vectors, along x and along y."""
+        flow = self.flow[...]
+        dx = flow[:, 1:] - flow[:, :-1]
+        dy = flow[1:] - flow[:-1]
+        return jnp.mean(dx**2) + jnp.mean(dy**2)
+
+
+def loss_fn(model: FlowField, frame: jax.Array, target: jax.Array, smoothness) -> jax.Array:
+    """Charbonnier (a robust L1) photometric error of the warped frame, plus smoothness."""
+    residual = model(frame) - target
+    photometric = jnp.mean(jnp.sqrt(residual**2 + 1e-4))
+    return photometric + smoothness * model.roughness()
+
+
+@partial(jax.jit, static_argnums=0)
+def train_step(graphdef: nnx.GraphDef, state: nnx.State, frame: jax.Array, target: jax.Array,
+               smoothness) -> tuple[nnx.State, jax.Array]:
+    """One Adam step: the new state of (model, optimizer), split by nnx.split, and the loss
+    before the step. It takes and returns state, merged back into objects only inside the
+    trace, because nnx.jit would walk the objects in Python at every call: a millisecond a step
+    here, as long as the step itself (Flax's "performance considerations" guide)."""
+    model, optimizer = nnx.merge(graphdef, state)
+    loss, grads = nnx.value_and_grad(loss_fn)(model, frame, target, smoothness)
+    apply_gradients(optimizer, model, grads)
+    return nnx.state((model, optimizer)), loss
 
 
 def estimate_flow(frame, target, truth, *, levels, steps, lr, smoothness, progress=True):
@@ -101,30 +157,23 @@ def estimate_flow(frame, target, truth, *, levels, steps, lr, smoothness, progre
     flow = jnp.zeros((size >> (levels - 1),) * 2 + (2,), F32)
     history = [endpoint_error(resize_flow(flow, size), truth)]
 
-    def loss_fn(flow, frame_l, target_l):
-        residual = warp(frame_l, flow) - target_l
-        photometric = jnp.mean(jnp.sqrt(residual**2 + 1e-4))  # Charbonnier: robust L1
-        dx = flow[:, 1:] - flow[:, :-1]
-        dy = flow[1:] - flow[:-1]
-        smooth = jnp.mean(dx**2) + jnp.mean(dy**2)
-        return photometric + smoothness * smooth
-
     for level in reversed(range(levels)):
         factor = 1 << level
         frame_l, target_l = downscale(frame, factor), downscale(target, factor)
-        flow = resize_flow(flow, size // factor)  # vectors in this level's pixels
-        optimizer = optax.adam(lr / factor)
-        opt_state = optimizer.init(flow)
+        model = FlowField(resize_flow(flow, size // factor))  # vectors in this level's pixels
+        optimizer = nnx.Optimizer(model, optax.adam(lr / factor), wrt=nnx.Param)
+        graphdef, state = nnx.split((model, optimizer))
 
-        step = make_step(loss_fn, optimizer)
         bar = tqdm(range(steps), desc=f"level {size // factor:>3}px", ncols=90,
                    mininterval=0.5, disable=not progress)
         for i in bar:
-            flow, opt_state, loss = step(flow, opt_state, frame_l, target_l)
+            state, loss = train_step(graphdef, state, frame_l, target_l, smoothness)
             if i % 25 == 0 or i == steps - 1:
-                epe = endpoint_error(resize_flow(flow, size), truth)
+                nnx.update((model, optimizer), state)
+                epe = endpoint_error(resize_flow(model.flow[...], size), truth)
                 bar.set_postfix(loss=f"{float(loss):.4f}", epe=f"{epe:.3f}px")
         bar.close()
+        flow = model.flow[...]
         history.append(endpoint_error(resize_flow(flow, size), truth))
     return resize_flow(flow, size), history
 
@@ -140,7 +189,17 @@ def flow_to_rgb(flow: np.ndarray, scale: float) -> np.ndarray:
     return hsv_to_rgb(hsv)
 
 
-def save_figure(path, frame, target, warped, truth, flow):
+def colour_key(size: int = 101) -> np.ndarray:
+    """The colour wheel flow_to_rgb draws on: flow (x, y) at (x, y) from the centre, up to the
+    rim (full scale), y pointing down as in the images; RGBA, transparent outside the rim."""
+    y, x = np.mgrid[-1:1:size * 1j, -1:1:size * 1j]
+    rgb = flow_to_rgb(np.stack([x, y], axis=-1), 1.0)
+    return np.concatenate([rgb, (x**2 + y**2 <= 1.0)[..., None]], axis=-1)
+
+
+def save_figure(path, frame, target, warped, truth, flow) -> None:
+    """Top: frame, target and the frame warped by the estimate; bottom: the colour key, true and
+    estimated flow (arrows at twice their length), and the endpoint error with its scale."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,29 +207,46 @@ def save_figure(path, frame, target, warped, truth, flow):
 
     scale = float(np.linalg.norm(truth, axis=-1).max())
     error = np.linalg.norm(flow - truth, axis=-1)
+    # a narrow column on the left for the flows' colour key and one on the right for the error's
+    # colour bar, so that the six pictures are all the same size
+    fig = plt.figure(figsize=(12.0, 6.9))
+    grid = fig.add_gridspec(2, 5, width_ratios=[0.55, 1, 1, 1, 0.06], wspace=0.1,
+                            hspace=0.12, left=0.02, right=0.94, top=0.95, bottom=0.04)
     panels = [
-        (frame, "frame", "gray"), (target, "target (frame warped by true flow)", "gray"),
-        (warped, "frame warped by estimated flow", "gray"),
-        (flow_to_rgb(truth, scale), "true flow", None),
-        (flow_to_rgb(flow, scale), "estimated flow", None),
-        (error, f"endpoint error (mean {error.mean():.2f} px)", "magma"),
+        (grid[0, 1], frame, "frame", "gray"),
+        (grid[0, 2], target, "target (frame warped by true flow)", "gray"),
+        (grid[0, 3], warped, "frame warped by estimated flow", "gray"),
+        (grid[1, 1], flow_to_rgb(truth, scale), "true flow", None),
+        (grid[1, 2], flow_to_rgb(flow, scale), "estimated flow (arrows at 2x length)", None),
+        (grid[1, 3], error, f"endpoint error (mean {error.mean():.2f} px)", "magma"),
     ]
-    fig, axes = plt.subplots(2, 3, figsize=(10.5, 7.4))
-    for ax, (picture, title, cmap) in zip(axes.flat, panels, strict=True):
-        shown = ax.imshow(picture, cmap=cmap, vmin=0 if cmap == "gray" else None,
-                          vmax=1 if cmap == "gray" else None)
+    axes = []
+    for cell, picture, title, cmap in panels:
+        ax = fig.add_subplot(cell)
+        ax.imshow(picture, cmap=cmap, vmin=0 if cmap == "gray" else None,
+                  vmax=1 if cmap == "gray" else None)
         ax.set_title(title, fontsize=10)
         ax.set_xticks([])
         ax.set_yticks([])
-        if cmap == "magma":
-            fig.colorbar(shown, ax=ax, fraction=0.046, label="px")
+        axes.append(ax)
+    fig.colorbar(axes[-1].images[0], cax=fig.add_subplot(grid[1, 4]), label="endpoint error, px")
+
+    key = fig.add_subplot(grid[1, 0])
+    key.imshow(colour_key(), extent=(-scale, scale, scale, -scale))
+    key.add_patch(plt.Circle((0, 0), scale, fill=False, color="0.5", lw=0.8))
+    key.set_xticks([])
+    key.set_yticks([])
+    key.set_xlabel(f"centre: 0 px, rim: {scale:.1f} px", fontsize=8)
+    for spine in key.spines.values():
+        spine.set_visible(False)
+    key.set_title("flow colour key\n(hue: direction,\nbrightness: length)", fontsize=9)
+
     # sparse arrows over the estimated flow
     h = flow.shape[0]
     step = max(1, h // 16)
     yy, xx = np.mgrid[step // 2:h:step, step // 2:h:step]
-    axes[1, 1].quiver(xx, yy, flow[yy, xx, 0], flow[yy, xx, 1], color="white",
-                      angles="xy", scale_units="xy", scale=0.5, width=0.004)
-    fig.tight_layout()
+    axes[4].quiver(xx, yy, flow[yy, xx, 0], flow[yy, xx, 1], color="white",
+                   angles="xy", scale_units="xy", scale=0.5, width=0.004)
     fig.savefig(path, dpi=90)
     plt.close(fig)
 

@@ -4,7 +4,8 @@ The example builds a synthetic "anatomy" volume (a soft ellipsoidal body holding
 different brightness and a hollow "spine"), resamples it through a known 3D affine transform
 (rotation about all three axes, anisotropic scaling, shift) to make the moving volume, and then
 recovers the transform from the identity with Adam on the mean squared difference between the
-fixed volume and the moving one resampled by affine_grid + grid_sample. Run:
+fixed volume and the moving one resampled by affine_grid + grid_sample. The transform is the one
+parameter of a Flax NNX module, which nnx.Optimizer updates. Run:
 
     pip install ".[examples]" && python examples/volume_registration_3d.py
 """
@@ -12,12 +13,15 @@ fixed volume and the moving one resampled by affine_grid + grid_sample. Run:
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 from tqdm import tqdm
 
 import jax_gridsample
@@ -66,6 +70,7 @@ def inverse(theta: np.ndarray) -> np.ndarray:
     return np.linalg.inv(square)[:3].astype(np.float32)
 
 
+@partial(jax.jit, static_argnames="mode")
 def resample(volume: jax.Array, theta: jax.Array, mode: str = "bilinear") -> jax.Array:
     """volume (N, 1, D, H, W) sampled at theta @ (x, y, z, 1) for every output voxel."""
     grid = jax_gridsample.affine_grid(theta, volume.shape)  # (N, D, H, W, 3)
@@ -81,17 +86,47 @@ def blur(volume: jax.Array, factor: int) -> jax.Array:
     return v.mean(axis=(3, 5, 7))
 
 
-def make_step(optimizer, mode):
-    """One jitted Adam step on the mean squared difference of resample(moving, theta) and fixed."""
+# nnx.Optimizer.update takes the model from flax 0.11 on; flax 0.10, the last release for
+# Python 3.10, keeps a reference to the model and takes only the gradients.
+_UPDATE_TAKES_MODEL = "model" in inspect.signature(nnx.Optimizer.update).parameters
 
-    @jax.jit
-    def step(theta, opt_state, fixed, moving):
-        loss_fn = lambda t: jnp.mean((resample(moving, t, mode) - fixed) ** 2)  # noqa: E731
-        loss, grad = jax.value_and_grad(loss_fn)(theta)
-        updates, opt_state = optimizer.update(grad, opt_state, theta)
-        return optax.apply_updates(theta, updates), opt_state, loss
 
-    return step
+def apply_gradients(optimizer: nnx.Optimizer, model: nnx.Module, grads: nnx.State) -> None:
+    """One optimizer step on the model's parameters, in place, under either flax API."""
+    if _UPDATE_TAKES_MODEL:
+        optimizer.update(model, grads)
+    else:
+        optimizer.update(grads)
+
+
+class AffineTransform(nnx.Module):
+    """A 3D affine transform, (1, 3, 4), as the model's one parameter; it starts at the identity.
+    Calling the model on a (1, 1, D, H, W) volume resamples the volume through it."""
+
+    def __init__(self, mode: str = "bilinear"):
+        self.theta = nnx.Param(jnp.eye(3, 4, dtype=F32)[None])
+        self.mode = mode
+
+    def __call__(self, volume: jax.Array) -> jax.Array:
+        return resample(volume, self.theta[...], self.mode)
+
+
+def mismatch(model: AffineTransform, fixed: jax.Array, moving: jax.Array) -> jax.Array:
+    """Mean squared difference between the moving volume, resampled by the model, and fixed."""
+    return jnp.mean((model(moving) - fixed) ** 2)
+
+
+@partial(jax.jit, static_argnums=0)
+def train_step(graphdef: nnx.GraphDef, state: nnx.State, fixed: jax.Array,
+               moving: jax.Array) -> tuple[nnx.State, jax.Array]:
+    """One Adam step: the new state of (model, optimizer), split by nnx.split, and the mismatch
+    before the step. It takes and returns state, merged back into objects only inside the
+    trace, because nnx.jit would walk the objects in Python at every call: a millisecond or two
+    a step here (Flax's "performance considerations" guide)."""
+    model, optimizer = nnx.merge(graphdef, state)
+    loss, grads = nnx.value_and_grad(mismatch)(model, fixed, moving)
+    apply_gradients(optimizer, model, grads)
+    return nnx.state((model, optimizer)), loss
 
 
 def register(fixed, moving, theta_true, *, steps, lr, levels, mode, log_every):
@@ -100,38 +135,41 @@ def register(fixed, moving, theta_true, *, steps, lr, levels, mode, log_every):
     Returns theta and a history of (step, full-resolution mean squared difference,
     max |theta - true|).
     """
-    mse = jax.jit(lambda t: jnp.mean((resample(moving, t, mode) - fixed) ** 2))
+    model = AffineTransform(mode)
+    full_mismatch = nnx.jit(mismatch)
 
-    def record(step_count, theta):
-        error = float(jnp.abs(theta[0] - theta_true).max())
-        history.append((step_count, float(mse(theta)), error))
+    def record(step_count):
+        error = float(jnp.abs(model.theta[0] - theta_true).max())
+        history.append((step_count, float(full_mismatch(model, fixed, moving)), error))
         return error
 
-    theta = jnp.eye(3, 4, dtype=F32)[None]
     history = []
-    record(0, theta)
+    record(0)
     step_count = 0
     for level in reversed(range(levels)):
         fixed_l, moving_l = blur(fixed, 1 << level), blur(moving, 1 << level)
         # the finer levels start close to the answer: smaller steps
         level_lr = lr if level == levels - 1 else lr * 0.25
-        optimizer = optax.adam(optax.cosine_decay_schedule(level_lr, steps, alpha=0.1))
-        opt_state = optimizer.init(theta)
+        tx = optax.adam(optax.cosine_decay_schedule(level_lr, steps, alpha=0.1))
+        optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        graphdef, state = nnx.split((model, optimizer))
 
-        step = make_step(optimizer, mode)
         size = fixed_l.shape[-1]
         bar = tqdm(range(steps), desc=f"level {size:>3}^3", ncols=90, mininterval=0.5)
         for i in bar:
-            theta, opt_state, loss = step(theta, opt_state, fixed_l, moving_l)
+            state, loss = train_step(graphdef, state, fixed_l, moving_l)
             step_count += 1
             if (i + 1) % log_every == 0 or i == steps - 1:
-                error = record(step_count, theta)
+                nnx.update((model, optimizer), state)
+                error = record(step_count)
                 bar.set_postfix(loss=f"{float(loss):.2e}", err=f"{error:.4f}")
         bar.close()
-    return theta[0], history
+    return model.theta[0], history
 
 
-def save_figure(path, fixed, moving, registered):
+def save_figure(path, fixed, moving, registered) -> None:
+    """Middle slices along the three axes of the volumes and of their differences; the two
+    difference columns share one colour scale, shown by the colour bar beside them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -143,19 +181,23 @@ def save_figure(path, fixed, moving, registered):
     d = fixed.shape[0] // 2
     cuts = [("axial (z)", lambda v: v[d]), ("coronal (y)", lambda v: v[:, d]),
             ("sagittal (x)", lambda v: v[:, :, d])]
-    fig, axes = plt.subplots(len(cuts), len(volumes), figsize=(2.6 * len(volumes), 2.6 * 3))
+    difference_max = 0.5  # of intensities in [0, 1]; the colour bar says where that saturates
+    fig, axes = plt.subplots(len(cuts), len(volumes), figsize=(2.6 * len(volumes) + 0.9, 2.6 * 3),
+                             layout="constrained")
     for j, (name, volume) in enumerate(volumes):
         for i, (cut_name, cut) in enumerate(cuts):
             ax = axes[i, j]
-            ax.imshow(cut(volume), cmap="gray" if j < 3 else "magma", vmin=0,
-                      vmax=1 if j < 3 else 0.5, origin="lower")
+            shown = ax.imshow(cut(volume), cmap="gray" if j < 3 else "magma", vmin=0,
+                              vmax=1 if j < 3 else difference_max, origin="lower")
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
                 ax.set_title(name, fontsize=10)
             if j == 0:
                 ax.set_ylabel(cut_name, fontsize=10)
-    fig.tight_layout()
+    extend = "max" if np.abs(fixed - moving).max() > difference_max else "neither"
+    fig.colorbar(shown, ax=axes[:, 3:], shrink=0.6, extend=extend,
+                 label="|difference| (intensities in [0, 1])")
     fig.savefig(path, dpi=90)
     plt.close(fig)
 

@@ -1,7 +1,7 @@
 """Smoke tests of the examples: each main() with tiny settings, checking what it reports.
 
-They need the example dependencies (optax, scikit-learn, scikit-image, matplotlib, tqdm), which
-the `test` extra installs; a missing one is a failure, not a skip.
+They need the example dependencies (flax, optax, scikit-learn, scikit-image, matplotlib, tqdm),
+which the `test` extra installs; a missing one is a failure, not a skip.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ def assert_png(path: Path) -> None:
 
 def test_spatial_transformer(tmp_path):
     out = tmp_path / "stn.png"
+    # 120 steps: after 40 the test accuracy was 0.13-0.19 over seeds 0-3, too near chance for a
+    # threshold of 0.15; after 120 it was 0.22-0.54 over seeds 0-2
     result = load_example("spatial_transformer").main(
-        ["--steps", "40", "--batch", "32", "--seed", "1", "--out", str(out)])
+        ["--steps", "120", "--batch", "32", "--seed", "1", "--out", str(out)])
     for losses in (result["stn_losses"], result["plain_losses"]):
-        assert losses.shape == (40,) and np.all(np.isfinite(losses))
+        assert losses.shape == (120,) and np.all(np.isfinite(losses))
         assert losses[-10:].mean() < losses[:10].mean()  # the loss goes down
     for accuracy in (result["stn_accuracy"], result["plain_accuracy"]):
         assert not math.isnan(accuracy) and accuracy > 0.15  # chance is 0.1
