@@ -14,6 +14,8 @@ time goes. Hence:
   and call the operations eagerly, so one compiled program serves every test with that
   configuration; jax's caches are cleared when this process grows past ``_RSS_LIMIT``, which keeps
   the suite's memory bounded (cleared caches only cost recompiles).
+- The checks that need a process of their own (8 host devices, the examples) start when
+  collection ends and run on another core while the other tests run (background.py).
 
 Neither flag changes results beyond rounding the tests' tolerances cover; the native kernels are
 compiled C++ and unaffected.
@@ -99,3 +101,25 @@ def pytest_runtest_teardown(item, nextitem):
         _trim_heap()
         # what is left is not compiled programs: clear again only after as much growth again
         _clear_above = max(_RSS_LIMIT, _resident_bytes() + _RSS_LIMIT / 2)
+
+
+
+def pytest_collection_finish(session):
+    """Starts the separate-process checks of the selected tests (see background.py)."""
+    selected: dict = {}
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if module is not None and hasattr(module, "start_background"):
+            selected.setdefault(module, []).append(item.originalname)
+    for module, names in selected.items():
+        session.config.stash[module.BACKGROUND] = module.start_background(names)
+
+
+def pytest_sessionfinish(session):
+    """Stops those that no test waited for (a run stopped early, say)."""
+    import background
+
+    modules = {getattr(item, "module", None) for item in getattr(session, "items", ())}
+    for module in modules:
+        if hasattr(module, "BACKGROUND"):
+            background.stop(session.config.stash.get(module.BACKGROUND, {}))

@@ -1,61 +1,77 @@
 """Smoke tests of the examples: each main() with tiny settings, checking what it reports.
 
+Each runs in a process of its own (example_runner.py), started early (background.py).
+
 They need the example dependencies (flax, optax, scikit-learn, scikit-image, matplotlib, tqdm),
 which the `test` extra installs; a missing one is a failure, not a skip.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import math
+import sys
 from pathlib import Path
 
+import background
 import numpy as np
+import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def assert_png(path: Path) -> None:
-    assert path.is_file() and path.stat().st_size > 1000
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_spatial_transformer(tmp_path):
-    out = tmp_path / "stn.png"
+# each test's example and its tiny settings
+ARGS = {
     # 120 steps: after 40 the test accuracy was 0.13-0.19 over seeds 0-3, too near chance for a
     # threshold of 0.15; after 120 it was 0.22-0.54 over seeds 0-2
-    result = load_example("spatial_transformer").main(
-        ["--steps", "120", "--batch", "32", "--seed", "1", "--out", str(out)])
-    for losses in (result["stn_losses"], result["plain_losses"]):
+    "test_spatial_transformer": (
+        "spatial_transformer", ["--steps", "120", "--batch", "32", "--seed", "1"]),
+    "test_optical_flow_warp": (
+        "optical_flow_warp", ["--size", "48", "--levels", "2", "--steps", "40"]),
+    "test_volume_registration_3d": (
+        "volume_registration_3d",
+        ["--size", "16", "--levels", "1", "--steps", "60", "--lr", "0.02"]),
+}
+BACKGROUND = pytest.StashKey[dict]()
+
+
+def start_background(names: list[str]) -> dict:
+    """One example_runner.py process for the selected tests' examples (see background.py)."""
+    runner = str(Path(__file__).with_name("example_runner.py"))
+    return {"examples": background.start_python(runner, json.dumps([ARGS[n] for n in names]))}
+
+
+@pytest.fixture(scope="module")
+def results(request) -> dict:
+    """What each example's main returned, by example name."""
+    return background.result_of(request, sys.modules[__name__], "examples")
+
+
+@pytest.fixture
+def example_result(request, results) -> dict:
+    result = results[ARGS[request.node.originalname][0]]
+    # the PNG it wrote
+    assert result["png_size"] > 1000
+    assert bytes(result["png_magic"]) == b"\x89PNG\r\n\x1a\n"
+    return result
+
+
+def test_spatial_transformer(example_result):
+    result = example_result
+    for key in ("stn_losses", "plain_losses"):
+        losses = np.asarray(result[key], dtype=float)
         assert losses.shape == (120,) and np.all(np.isfinite(losses))
         assert losses[-10:].mean() < losses[:10].mean()  # the loss goes down
-    for accuracy in (result["stn_accuracy"], result["plain_accuracy"]):
-        assert not math.isnan(accuracy) and accuracy > 0.15  # chance is 0.1
-    assert_png(out)
+    for key in ("stn_accuracy", "plain_accuracy"):
+        assert not math.isnan(result[key]) and result[key] > 0.15  # chance is 0.1
 
 
-def test_optical_flow_warp(tmp_path):
-    out = tmp_path / "flow.png"
-    result = load_example("optical_flow_warp").main(
-        ["--size", "48", "--levels", "2", "--steps", "40", "--out", str(out)])
-    history = result["epe_history"]
+def test_optical_flow_warp(example_result):
+    history = example_result["epe_history"]
     assert len(history) == 3 and all(math.isfinite(e) for e in history)
     assert history[-1] < 0.6 * history[0]  # the endpoint error shrinks
-    assert_png(out)
 
 
-def test_volume_registration_3d(tmp_path):
-    out = tmp_path / "volume.png"
-    result = load_example("volume_registration_3d").main(
-        ["--size", "16", "--levels", "1", "--steps", "60", "--lr", "0.02", "--out", str(out)])
+def test_volume_registration_3d(example_result):
+    result = example_result
     errors = [error for _, _, error in result["history"]]
     assert all(math.isfinite(e) for e in errors)
     assert result["error"] < 0.5 * result["initial_error"]  # the transform error shrinks
     assert result["mse_after"] < 0.5 * result["mse_before"]
-    assert_png(out)

@@ -8,15 +8,11 @@ the same numbers as on unsharded operands. Specs are written with trailing unsha
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
+import background
 import pytest
-
-import jax_gridsample
 
 NONE = {"all-gather": 0, "all-reduce": 0, "reduce-scatter": 0, "all-to-all": 0,
         "collective-permute": 0}
@@ -64,17 +60,17 @@ OTHER_PARTITIONER = ("points-2d-ho", "channels-2d-nhwc-native-auto", "batch-poin
 EXPECTED.update({f"other-partitioner-{name}": EXPECTED[name] for name in OTHER_PARTITIONER})
 
 
+BACKGROUND = pytest.StashKey[dict]()
+
+
+def start_background(names: list[str]) -> dict:
+    """sharded_check.py, which every test here reads (see background.py)."""
+    return {"findings": background.start_python(str(Path(__file__).with_name("sharded_check.py")))}
+
+
 @pytest.fixture(scope="module")
-def findings() -> dict:
-    env = dict(os.environ)
-    # the subprocess imports the same jax_gridsample as this process
-    package_root = str(Path(jax_gridsample.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
-    script = Path(__file__).with_name("sharded_check.py")
-    run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+def findings(request) -> dict:
+    return background.result_of(request, sys.modules[__name__], "findings")
 
 
 def test_every_case_ran_on_8_devices(findings):

@@ -1,0 +1,53 @@
+"""Checks that run in a separate Python process, started early so that they overlap the suite.
+
+A test module that has such checks defines ``BACKGROUND`` (a ``pytest.StashKey``) and
+``start_background(names)``, which starts the processes the selected tests ``names`` need and
+returns them by name; conftest.py calls it when collection ends and stashes the result under
+``BACKGROUND``. The processes then run on another core while this one runs the other tests; a
+test takes its process's result with ``result_of``, which starts the processes itself if they were
+not started. Each process prints one JSON line last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jax_gridsample
+
+
+def start_python(*args: str) -> subprocess.Popen:
+    """``python ARGS...`` importing the same jax_gridsample as this process."""
+    env = dict(os.environ)
+    package_root = str(Path(jax_gridsample.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
+    return subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def result_of(request: pytest.FixtureRequest, module, name: str):
+    """The JSON that process `name` of `module` printed last (it must exit with 0)."""
+    if module.BACKGROUND not in request.config.stash:
+        names = [item.originalname for item in request.session.items
+                 if getattr(item, "module", None) is module]
+        request.config.stash[module.BACKGROUND] = module.start_background(names)
+    run = request.config.stash[module.BACKGROUND][name]
+    try:
+        stdout, stderr = run.communicate(timeout=900)
+    finally:
+        run.kill()  # a no-op once it has exited
+    assert run.returncode == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def stop(runs: dict) -> None:
+    """Stops the processes that are still running (no test waited for them)."""
+    for run in runs.values():
+        if run.poll() is None:
+            run.kill()
+            run.wait()
