@@ -145,14 +145,17 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
       const typename Fmt::Storage* block = grid + (n * points + p0) * K;
       uint8_t* first = out->first.data() + n * points + p0;
       uint8_t* last = out->last.data() + n * points + p0;
-      // As FillTaps: compiled for AVX2 too (the target is set on the lambda).
+      // As FillTaps: float32's compiled for AVX2 too (the target is set on the
+      // lambda).
 #if GS_CPU_HAVE_AVX2_PATH
-      if (HasAvx2Fma()) {
-        DispatchPadding(g, [&](auto pad, auto align) __attribute__((target("avx2,fma"))) {
-          BlockBands<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
-              block, cnt, size, band_of.data(), bands, tb.get(), first, last, count);
-        });
-        continue;
+      if constexpr (kAvx2Twin<Fmt>) {
+        if (HasAvx2Fma()) {
+          DispatchPadding(g, [&](auto pad, auto align) __attribute__((target("avx2,fma"))) {
+            BlockBands<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
+                block, cnt, size, band_of.data(), bands, tb.get(), first, last, count);
+          });
+          continue;
+        }
       }
 #endif
       DispatchPadding(g, [&](auto pad, auto align) {

@@ -274,6 +274,13 @@ GS_CPU_INLINE void FillTapsFor(const typename Fmt::Storage* grid, int64_t count,
   std::copy(sorted, sorted + n_part, tb->part);
 }
 
+// Whether the per-point tap loops of dtype Fmt also get an AVX2 + FMA twin
+// (FillTaps, BuildBandLists): float32 only, the dtype the fast paths serve.
+// The twins double those loops' compile time; the other dtypes run the
+// baseline build, with the same results.
+template <typename Fmt>
+inline constexpr bool kAvx2Twin = std::is_same_v<typename Fmt::Storage, float>;
+
 // Calls f(kPad, kAlign) with g.padding and g.align_corners as
 // std::integral_constant values (the per-point loops are compiled per pair).
 template <typename F>
@@ -296,19 +303,21 @@ void DispatchPadding(const Geometry& g, F&& f) {
 // `grid` (k values per point, x first). Taps whose index along the last axis
 // (y in 2D, z in 3D) is outside [band_lo, band_hi) count as out of range:
 // the backward uses this to keep a task within the grad_input band it owns.
-// With AVX2 and FMA, the passes are compiled for twice the vector width: the
-// same results (no contraction, the same IEEE operations). The target is set
-// on the lambda, since lambdas do not inherit their function's.
+// With AVX2 and FMA, float32's passes are compiled for twice the vector
+// width: the same results (no contraction, the same IEEE operations). The
+// target is set on the lambda, since lambdas do not inherit their function's.
 template <typename Fmt, int K, int kInterp>
 void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
               bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb,
               int64_t band_lo = 0, int64_t band_hi = std::numeric_limits<int64_t>::max()) {
 #if GS_CPU_HAVE_AVX2_PATH
-  if (HasAvx2Fma()) {
-    return DispatchPadding(g, [&](auto pad, auto align) __attribute__((target("avx2,fma"))) {
-      FillTapsFor<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
-          grid, count, g, need_grad, tb, band_lo, band_hi);
-    });
+  if constexpr (kAvx2Twin<Fmt>) {
+    if (HasAvx2Fma()) {
+      return DispatchPadding(g, [&](auto pad, auto align) __attribute__((target("avx2,fma"))) {
+        FillTapsFor<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
+            grid, count, g, need_grad, tb, band_lo, band_hi);
+      });
+    }
   }
 #endif
   DispatchPadding(g, [&](auto pad, auto align) {
