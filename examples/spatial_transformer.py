@@ -14,7 +14,6 @@ as they are (layout="NHWC"). Run:
 from __future__ import annotations
 
 import argparse
-import inspect
 import time
 from functools import partial
 
@@ -23,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from flax_compat import apply_gradients  # examples/flax_compat.py, beside this file
 from tqdm import tqdm
 
 import jax_gridsample
@@ -159,19 +159,6 @@ class SpatialTransformerNet(nnx.Module):
 
 # --------------------------------------------------------------------------------------------
 # Training
-
-# nnx.Optimizer.update takes the model from flax 0.11 on; flax 0.10, the last release for
-# Python 3.10, keeps a reference to the model and takes only the gradients.
-_UPDATE_TAKES_MODEL = "model" in inspect.signature(nnx.Optimizer.update).parameters
-
-
-def apply_gradients(optimizer: nnx.Optimizer, model: nnx.Module, grads: nnx.State) -> None:
-    """One optimizer step on the model's parameters, in place, under either flax API."""
-    if _UPDATE_TAKES_MODEL:
-        optimizer.update(model, grads)
-    else:
-        optimizer.update(grads)
-
 
 def loss_fn(model: SpatialTransformerNet, images: jax.Array,
             targets: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+sys.path.insert(0, str(EXAMPLES))  # as `python examples/NAME.py` has it: their flax_compat.py
 
 
 def run(name: str, args: list[str]) -> dict:
