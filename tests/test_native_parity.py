@@ -225,6 +225,29 @@ def test_low_precision_matches_float64_oracle(case, dtype):
         assert_close(a, e, TOL[dtype], f"{name} {dtype} {_case_id(case)}")
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_types_are_the_float32_kernel_rounded_once(dtype):
+    """float16 / bfloat16 widen exactly to float32, run the float32 kernel, and round each
+    result once: bitwise the float32 results rounded to the half type (forward, both
+    gradients and each gradient alone), channels first and last."""
+    rng = np.random.default_rng(5)
+    for dims, mode, padding, channels_last in [(2, "bicubic", "reflection", False),
+                                               (3, "bilinear", "border", True)]:
+        x, grid, go = random_case(dims, rng, dtype=DTYPES[dtype], channels=4)
+        wx, wgrid, wgo = (np.asarray(a, np.float32) for a in (x, grid, go))
+        args = (MODES[mode], PADDINGS[padding], True, channels_last)
+        expected = (native_forward(wx, wgrid, *args), *native_backward(wgo, wx, wgrid, *args))
+        actual = (native_forward(x, grid, *args), *native_backward(go, x, grid, *args))
+        actual += (native_backward(go, x, grid, *args, output_mask=(True, False))[0],
+                   native_backward(go, x, grid, *args, output_mask=(False, True))[1])
+        expected += expected[1:]
+        for name, a, e in zip(NAMES + ("grad_input alone", "grad_grid alone"), actual,
+                              expected, strict=True):
+            assert a.dtype == jnp.dtype(DTYPES[dtype]), name
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(e).astype(DTYPES[dtype]),
+                                          err_msg=f"{name} {dims}d {mode} {dtype}")
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("dims,mode,padding", [(2, "bilinear", "zeros"),

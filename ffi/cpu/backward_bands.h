@@ -79,13 +79,13 @@ void ForEachEntry(const BandLists<S>& lists, int64_t points, int64_t bands, int6
 // own first pass, so both agree on every index; band 0 for a point with no
 // tap in range), and, added to count[b], how many of them have a tap in
 // band b.
-template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign>
+template <typename Fmt, int K, int kInterp>
 GS_CPU_INLINE void BlockBands(const typename Fmt::Storage* block, int64_t cnt, int64_t size,
-                              const uint8_t* band_of, int64_t bands,
+                              int64_t pad, bool align, const uint8_t* band_of, int64_t bands,
                               TapBlock<typename Fmt::Compute, K, kInterp>* tb, uint8_t* first,
                               uint8_t* last, int64_t* count) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
-  AxisTaps<Fmt, K, kInterp, kPad, kAlign>(block, cnt, size, K - 1, tb);
+  AxisTaps<Fmt, K, kInterp>(block, cnt, size, pad, align, K - 1, tb);
   // Four sets of counters, taken in turn: consecutive points in the same band
   // do not wait for each other's increment. Slot kMaxBands counts nothing.
   int64_t tally[4][kMaxBands + 1] = {};
@@ -145,22 +145,9 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
       const typename Fmt::Storage* block = grid + (n * points + p0) * K;
       uint8_t* first = out->first.data() + n * points + p0;
       uint8_t* last = out->last.data() + n * points + p0;
-      // As FillTaps: float32's compiled for AVX2 too (the target is set on the
-      // lambda).
-#if GS_CPU_HAVE_AVX2_PATH
-      if constexpr (kAvx2Twin<Fmt>) {
-        if (HasAvx2Fma()) {
-          DispatchPadding(g, [&](auto pad, auto align) __attribute__((target("avx2,fma"))) {
-            BlockBands<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
-                block, cnt, size, band_of.data(), bands, tb.get(), first, last, count);
-          });
-          continue;
-        }
-      }
-#endif
-      DispatchPadding(g, [&](auto pad, auto align) {
-        BlockBands<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
-            block, cnt, size, band_of.data(), bands, tb.get(), first, last, count);
+      WithTapConstants<Fmt>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
+        BlockBands<Fmt, K, kInterp>(block, cnt, size, pad, align, band_of.data(), bands, tb.get(),
+                                    first, last, count);
       });
     }
     std::copy(count, count + bands, counts.data() + chunk * bands);

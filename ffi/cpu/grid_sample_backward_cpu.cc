@@ -20,6 +20,7 @@
 #include "bilinear_backward_avx2.h"
 #include "channels_last_backward.h"
 #include "grid_sample_cpu.h"
+#include "half_precision.h"
 #include "nearest_backward_avx2.h"
 #include "parallel.h"
 #include "tap_row.h"
@@ -92,8 +93,9 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   constexpr int64_t kBlock = TB::kBlock;
   constexpr bool kHasGridGrad = kInterp != gs::kNearest;
   constexpr int kT1 = TB::kT1;
-  // The row form of full points (channels first, storage = compute type).
-  constexpr bool kRows = !kChannelsLast && std::is_same_v<S, T>;
+  // The row form of full points (channels first, float32; float64 takes the
+  // point form, one form less to compile).
+  constexpr bool kRows = !kChannelsLast && std::is_same_v<S, float>;
   constexpr bool kBilinearBlock =
       kRows && K == 2 && kInterp == gs::kBilinear && std::is_same_v<T, float>;
   static_assert(!kBilinearBlock || kBlock == kBilinearBackwardBlock);
@@ -114,11 +116,19 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   // element n -- point list[j] with coordinates list_coords[j * K ..] if
   // `list` is given, else point p_begin + j -- using only the taps whose
   // last-axis index is in [band_lo, band_hi): scatter into gi_buf (if given)
-  // and grid-gradient sums handed to write_grid(j, point, axis, value).
+  // and the grid-gradient sums of point j, axis a, stored at gg_out[j * K + a]
+  // or, if given, gg_part[j * K + a] (compute type, for a later reduction).
   auto process = [&](int64_t n, int64_t c_begin, int64_t c_end, const int64_t* list,
                      const S* list_coords, int64_t p_begin, int64_t count, int64_t band_lo,
-                     int64_t band_hi, T* gi_buf, bool want_grid, auto&& write_grid) {
-    const bool grad = want_grid && need_gg;
+                     int64_t band_hi, T* gi_buf, S* gg_out, T* gg_part) {
+    const bool grad = (gg_out != nullptr || gg_part != nullptr) && need_gg;
+    auto write_grid = [&](int64_t j, int a, T v) {
+      if (gg_part != nullptr) {
+        gg_part[j * K + a] = v;
+      } else {
+        gg_out[j * K + a] = Fmt::Store(v);
+      }
+    };
     std::unique_ptr<int64_t[]> pidx(new int64_t[kBlock]);
     // 2D bilinear float32, channels first: the AVX2 block
     // (bilinear_backward_avx2.h), else the generic one below.
@@ -155,7 +165,7 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
           BilinearBackwardBlockAvx2F32(g, block, bilinear.get());
           if (grad) {
             for (int64_t b = 0; b < cnt; ++b) {
-              for (int a = 0; a < K; ++a) write_grid(j0 + b, pidx[b], a, bilinear_grid[b * K + a]);
+              for (int a = 0; a < K; ++a) write_grid(j0 + b, a, bilinear_grid[b * K + a]);
             }
           }
           continue;
@@ -320,7 +330,7 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       if (grad) {
         for (int64_t b = 0; b < cnt; ++b)
           for (int a = 0; a < K; ++a) {
-            write_grid(j0 + b, pidx[b], a, gacc[b * K + a] * tb->adm[a][b]);
+            write_grid(j0 + b, a, gacc[b * K + a] * tb->adm[a][b]);
           }
       }
     }
@@ -336,11 +346,8 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       const int64_t n = chunk / chunks_per_n;
       const int64_t p_begin = (chunk % chunks_per_n) * pts;
       const int64_t p_end = std::min(points, p_begin + pts);
-      auto write = [&](int64_t, int64_t p, int a, T v) {
-        grad_grid[(n * points + p) * K + a] = Fmt::Store(v);
-      };
       process(n, 0, channels, nullptr, nullptr, p_begin, p_end - p_begin, 0, band_axis, nullptr,
-              true, write);
+              grad_grid + (n * points + p_begin) * K, nullptr);
     });
     return;
   }
@@ -371,12 +378,9 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
     }
   }
 
-  // grad_input is accumulated in place, or in a compute-type buffer for the
-  // half types (converted at the end).
-  constexpr bool kDirect = std::is_same_v<S, T>;
-  const int64_t gi_size = n_batch * channels * plane;
-  std::unique_ptr<T[]> owned(kDirect ? nullptr : new T[std::max<int64_t>(1, gi_size)]);
-  T* gi_acc = kDirect ? reinterpret_cast<T*>(grad_input) : owned.get();
+  // grad_input is accumulated in place.
+  static_assert(std::is_same_v<S, T>, "the CPU kernels store what they compute");
+  T* gi_acc = grad_input;
   // Grid-gradient partials per (channel block, entry) unless there is one
   // block and one band. Entries: those of the band lists, else the points.
   const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size())
@@ -430,32 +434,16 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       list_coords = lists.coords.data() + first_entry * K;
       count = lists.begin[n * bands + band + 1] - first_entry;
     }
-    if (!need_gg) {
-      process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, gi_acc, false,
-              [](int64_t, int64_t, int, T) {});
-    } else if (!split_grid) {
-      auto write = [&](int64_t, int64_t p, int a, T v) {
-        grad_grid[(n * points + p) * K + a] = Fmt::Store(v);
-      };
-      process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, gi_acc, true,
-              write);
-    } else {
-      T* part = gpart.get() + (blk * entries + first_entry) * K;
-      auto write = [&](int64_t j, int64_t, int a, T v) { part[j * K + a] = v; };
-      process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, gi_acc, true,
-              write);
-    }
+    // Without split_grid there is one band (no list: entry j is point j)
+    // and one channel block.
+    S* gg_out = need_gg && !split_grid ? grad_grid + n * points * K : nullptr;
+    T* gg_part = split_grid ? gpart.get() + (blk * entries + first_entry) * K : nullptr;
+    process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, gi_acc, gg_out,
+            gg_part);
   });
 
   // Fixed-order finishing passes, split into element ranges.
   constexpr int64_t kReduceChunk = 1 << 16;
-  if (!kDirect) {
-    ParallelFor(pool, CeilDiv(gi_size, kReduceChunk), [&](int64_t chunk) {
-      const int64_t i0 = chunk * kReduceChunk;
-      const int64_t i1 = std::min(gi_size, i0 + kReduceChunk);
-      for (int64_t i = i0; i < i1; ++i) grad_input[i] = Fmt::Store(gi_acc[i]);
-    });
-  }
   if (split_grid && bands == 1) {
     // Entries are points: add the blocks' partials in block order.
     ParallelFor(pool, CeilDiv(grid_size, kReduceChunk), [&](int64_t chunk) {
@@ -490,6 +478,47 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   }
 }
 
+// The float32 or float64 kernel (dt) on the buffers; grad_input, grad_grid
+// may be null (not wanted).
+ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType dt,
+                         int64_t interpolation, const void* grad_output, const void* input,
+                         const void* grid, void* grad_input, void* grad_grid) {
+  return Dispatch(dt, g.k, interpolation, g.channels_last,
+                  [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
+                    using S = typename decltype(fmt)::Storage;
+                    BackwardKernel<decltype(fmt), decltype(k)::value, decltype(interp)::value,
+                                   decltype(cl)::value>(
+                        pool, g, static_cast<const S*>(grad_output), static_cast<const S*>(input),
+                        static_cast<const S*>(grid), static_cast<S*>(grad_input),
+                        static_cast<S*>(grad_grid));
+                    return ffi::Error::Success();
+                  });
+}
+
+// Half precision (format H): the float32 kernel on widened copies.
+template <typename H>
+ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                        ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                        void* grad_input, void* grad_grid) {
+  const int64_t input_size = input.element_count(), grid_size = grid.element_count();
+  std::unique_ptr<float[]> wide_grad_output =
+      Widen<H>(pool, grad_output.untyped_data(), grad_output.element_count());
+  std::unique_ptr<float[]> wide_input = Widen<H>(pool, input.untyped_data(), input_size);
+  std::unique_ptr<float[]> wide_grid = Widen<H>(pool, grid.untyped_data(), grid_size);
+  std::unique_ptr<float[]> wide_gi(grad_input != nullptr ? FloatBuffer(input_size) : nullptr);
+  std::unique_ptr<float[]> wide_gg(grad_grid != nullptr ? FloatBuffer(grid_size) : nullptr);
+  if (ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation,
+                                     wide_grad_output.get(), wide_input.get(), wide_grid.get(),
+                                     wide_gi.get(), wide_gg.get());
+      !err.success()) {
+    return err;
+  }
+  if (grad_input != nullptr) Narrow<H>(pool, wide_gi.get(), grad_input, input_size);
+  if (grad_grid != nullptr) Narrow<H>(pool, wide_gg.get(), grad_grid, grid_size);
+  return ffi::Error::Success();
+}
+
+// float16 and bfloat16 run the float32 kernel (half_precision.h).
 ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
                         int64_t padding, bool align_corners, bool channels_last, bool input_mask,
@@ -513,18 +542,17 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
       !err.success()) {
     return err;
   }
-  return Dispatch(dt, g.k, interpolation, channels_last,
-                  [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
-                    using Fmt = decltype(fmt);
-                    using S = typename Fmt::Storage;
-                    BackwardKernel<Fmt, decltype(k)::value, decltype(interp)::value,
-                                   decltype(cl)::value>(
-                        pool, g, reinterpret_cast<const S*>(grad_output.untyped_data()),
-                        reinterpret_cast<const S*>(input.untyped_data()),
-                        reinterpret_cast<const S*>(grid.untyped_data()),
-                        reinterpret_cast<S*>(gi_ptr), reinterpret_cast<S*>(gg_ptr));
-                    return ffi::Error::Success();
-                  });
+  switch (dt) {
+    case ffi::DataType::F16:
+      return BackwardHalf<gs::F16Format>(pool, g, interpolation, grad_output, input, grid, gi_ptr,
+                                         gg_ptr);
+    case ffi::DataType::BF16:
+      return BackwardHalf<gs::BF16Format>(pool, g, interpolation, grad_output, input, grid,
+                                          gi_ptr, gg_ptr);
+    default:
+      return BackwardTyped(pool, g, dt, interpolation, grad_output.untyped_data(),
+                           input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define GS_CPU_HAVE_AVX2_PATH 1
 #define GS_CPU_INLINE __attribute__((always_inline)) inline
+#define GS_CPU_INLINE_LAMBDA __attribute__((always_inline))
 #if defined(__clang__)
 #define GS_CPU_WIDE_TARGET "avx2,fma,avx512f,avx512vl,avx512bw,avx512dq"
 #else
@@ -30,6 +31,12 @@
 #else
 #define GS_CPU_HAVE_AVX2_PATH 0
 #define GS_CPU_INLINE inline
+#define GS_CPU_INLINE_LAMBDA
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define GS_CPU_NOINLINE __attribute__((noinline))
+#else
+#define GS_CPU_NOINLINE
 #endif
 
 namespace gs_cpu {
@@ -125,10 +132,11 @@ std::unique_ptr<TB> NewTapBlock() {
 // stride K), stored axis-major so that the loop vectorizes across points.
 // I is the index type of the math (int32 when the axis size allows it, which
 // vectorizes); indices are stored as int64. kModerate: see IsModerate.
-template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign, bool kModerate,
-          typename I, typename TB>
+// `pad` and `align` are constants where the caller is inlined into a
+// per-constant instantiation (float32), run-time values otherwise.
+template <typename Fmt, int K, int kInterp, bool kModerate, typename I, typename TB>
 GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count, int64_t size,
-                               int axis, TB* tb) {
+                               int64_t pad, bool align, int axis, TB* tb) {
   using T = typename Fmt::Compute;
   constexpr int kT1 = TB::kT1;
   int64_t (*idx)[TB::kBlock] = tb->aidx[axis];
@@ -137,8 +145,7 @@ GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count
   T* dmult = tb->adm[axis];
   for (int64_t b = 0; b < count; ++b) {
     gs::AxisTaps<T, kT1, I> t;
-    gs::ComputeAxisTaps<kInterp, T, I, kModerate>(Fmt::Load(coord[b * K]), size, kPad, kAlign,
-                                                  &t);
+    gs::ComputeAxisTaps<kInterp, T, I, kModerate>(Fmt::Load(coord[b * K]), size, pad, align, &t);
     for (int i = 0; i < kT1; ++i) {
       idx[i][b] = t.idx[i];
       w[i][b] = t.w[i];
@@ -160,37 +167,50 @@ GS_CPU_INLINE bool AllModerate(const typename Fmt::Storage* coord, Count count, 
   return all != 0;
 }
 
-// Pass 1 for axis `axis` (0 = x) of size `size`: picks the index type and,
-// for reflection, whether the block's coordinates are all moderate.
-template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign, typename TB>
-GS_CPU_INLINE void AxisTaps(const typename Fmt::Storage* grid, int64_t count, int64_t size,
-                            int axis, TB* tb) {
-  const typename Fmt::Storage* coord = grid + axis;
-  bool moderate = true;
-  if constexpr (kPad == gs::kReflection) moderate = AllModerate<Fmt, K>(coord, count, size);
-  const bool narrow = size <= std::numeric_limits<int32_t>::max();
-  if (narrow && moderate) {
-    AxisTapsSoa<Fmt, K, kInterp, kPad, kAlign, true, int32_t>(coord, count, size, axis, tb);
-  } else if (narrow) {
-    AxisTapsSoa<Fmt, K, kInterp, kPad, kAlign, false, int32_t>(coord, count, size, axis, tb);
+// AxisTaps' rare cases, compiled once per (Fmt, K, kInterp) with run-time
+// padding and align_corners: reflection of coordinates that are not all
+// moderate, and axes too long for int32 index math.
+template <typename Fmt, int K, int kInterp, typename TB>
+GS_CPU_NOINLINE void AxisTapsRare(const typename Fmt::Storage* coord, int64_t count,
+                                  int64_t size, int64_t pad, bool align, int axis, TB* tb) {
+  if (size <= std::numeric_limits<int32_t>::max()) {
+    AxisTapsSoa<Fmt, K, kInterp, false, int32_t>(coord, count, size, pad, align, axis, tb);
   } else {
-    AxisTapsSoa<Fmt, K, kInterp, kPad, kAlign, false, int64_t>(coord, count, size, axis, tb);
+    AxisTapsSoa<Fmt, K, kInterp, false, int64_t>(coord, count, size, pad, align, axis, tb);
   }
 }
 
-// FillTaps with g.padding and g.align_corners as the constants kPad, kAlign.
-template <typename Fmt, int K, int kInterp, int64_t kPad, bool kAlign>
+// Pass 1 for axis `axis` (0 = x) of size `size`: the vectorized int32 loop
+// when the axis allows it and, for reflection, the block's coordinates are
+// all moderate; else AxisTapsRare.
+template <typename Fmt, int K, int kInterp, typename TB>
+GS_CPU_INLINE void AxisTaps(const typename Fmt::Storage* grid, int64_t count, int64_t size,
+                            int64_t pad, bool align, int axis, TB* tb) {
+  const typename Fmt::Storage* coord = grid + axis;
+  bool moderate = true;
+  if (pad == gs::kReflection) moderate = AllModerate<Fmt, K>(coord, count, size);
+  if (moderate && size <= std::numeric_limits<int32_t>::max()) {
+    AxisTapsSoa<Fmt, K, kInterp, true, int32_t>(coord, count, size, pad, align, axis, tb);
+  } else {
+    AxisTapsRare<Fmt, K, kInterp>(coord, count, size, pad, align, axis, tb);
+  }
+}
+
+// FillTaps with the padding and align_corners values `pad`, `align` (see
+// AxisTapsSoa).
+template <typename Fmt, int K, int kInterp>
 GS_CPU_INLINE void FillTapsFor(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
-                 bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb,
-                 int64_t band_lo, int64_t band_hi) {
+                               int64_t pad, bool align, bool need_grad,
+                               TapBlock<typename Fmt::Compute, K, kInterp>* tb, int64_t band_lo,
+                               int64_t band_hi) {
   using T = typename Fmt::Compute;
   using TB = TapBlock<T, K, kInterp>;
   constexpr int kT1 = TB::kT1;
   constexpr int kTaps = TB::kTaps;
   // Pass 1: per axis, vectorized.
-  AxisTaps<Fmt, K, kInterp, kPad, kAlign>(grid, count, g.w, 0, tb);
-  AxisTaps<Fmt, K, kInterp, kPad, kAlign>(grid, count, g.h, 1, tb);
-  if constexpr (K == 3) AxisTaps<Fmt, K, kInterp, kPad, kAlign>(grid, count, g.d, 2, tb);
+  AxisTaps<Fmt, K, kInterp>(grid, count, g.w, pad, align, 0, tb);
+  AxisTaps<Fmt, K, kInterp>(grid, count, g.h, pad, align, 1, tb);
+  if constexpr (K == 3) AxisTaps<Fmt, K, kInterp>(grid, count, g.d, pad, align, 2, tb);
   // The band restriction on the last axis.
   for (int i = 0; i < kT1; ++i) {
     int64_t* last = tb->aidx[K - 1][i];
@@ -274,15 +294,8 @@ GS_CPU_INLINE void FillTapsFor(const typename Fmt::Storage* grid, int64_t count,
   std::copy(sorted, sorted + n_part, tb->part);
 }
 
-// Whether the per-point tap loops of dtype Fmt also get an AVX2 + FMA twin
-// (FillTaps, BuildBandLists): float32 only, the dtype the fast paths serve.
-// The twins double those loops' compile time; the other dtypes run the
-// baseline build, with the same results.
-template <typename Fmt>
-inline constexpr bool kAvx2Twin = std::is_same_v<typename Fmt::Storage, float>;
-
-// Calls f(kPad, kAlign) with g.padding and g.align_corners as
-// std::integral_constant values (the per-point loops are compiled per pair).
+// Calls f(pad, align) with g.padding and g.align_corners as
+// std::integral_constant values.
 template <typename F>
 void DispatchPadding(const Geometry& g, F&& f) {
   auto with_align = [&](auto pad) {
@@ -299,30 +312,46 @@ void DispatchPadding(const Geometry& g, F&& f) {
   }
 }
 
+// Whether the per-point tap loops of dtype Fmt (FillTaps, BuildBandLists)
+// are compiled once per padding mode and align_corners, and on x86-64 for
+// AVX2 + FMA: float32 only, the dtype the fast paths serve. Everything else
+// (float64, float32 on x86-64 CPUs without AVX2) takes one build
+// with both as run-time values: the same results (the same IEEE operations,
+// no contraction), a fraction of the compile time.
+template <typename Fmt>
+inline constexpr bool kSpecializedTaps = std::is_same_v<typename Fmt::Storage, float>;
+
+// Calls f(pad, align) with g.padding and g.align_corners, constants where
+// kSpecializedTaps<Fmt>. The target is set on the lambdas, since lambdas do not
+// inherit their function's; f must be forced inline for the constant to
+// reach its loops.
+template <typename Fmt, typename F>
+void WithTapConstants(const Geometry& g, F&& f) {
+  if constexpr (kSpecializedTaps<Fmt>) {
+#if GS_CPU_HAVE_AVX2_PATH
+    if (!HasAvx2Fma()) return f(g.padding, g.align_corners);
+#define GS_CPU_TAPS_TARGET __attribute__((target("avx2,fma")))
+#else
+#define GS_CPU_TAPS_TARGET
+#endif
+    return DispatchPadding(g, [&](auto pad, auto align) GS_CPU_TAPS_TARGET {
+      f(decltype(pad)::value, decltype(align)::value);
+    });
+#undef GS_CPU_TAPS_TARGET
+  }
+  f(g.padding, g.align_corners);
+}
+
 // Fills `tb` for `count` (<= kBlock) points whose coordinates start at
 // `grid` (k values per point, x first). Taps whose index along the last axis
 // (y in 2D, z in 3D) is outside [band_lo, band_hi) count as out of range:
 // the backward uses this to keep a task within the grad_input band it owns.
-// With AVX2 and FMA, float32's passes are compiled for twice the vector
-// width: the same results (no contraction, the same IEEE operations). The
-// target is set on the lambda, since lambdas do not inherit their function's.
 template <typename Fmt, int K, int kInterp>
 void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
               bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb,
               int64_t band_lo = 0, int64_t band_hi = std::numeric_limits<int64_t>::max()) {
-#if GS_CPU_HAVE_AVX2_PATH
-  if constexpr (kAvx2Twin<Fmt>) {
-    if (HasAvx2Fma()) {
-      return DispatchPadding(g, [&](auto pad, auto align) __attribute__((target("avx2,fma"))) {
-        FillTapsFor<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
-            grid, count, g, need_grad, tb, band_lo, band_hi);
-      });
-    }
-  }
-#endif
-  DispatchPadding(g, [&](auto pad, auto align) {
-    FillTapsFor<Fmt, K, kInterp, decltype(pad)::value, decltype(align)::value>(
-        grid, count, g, need_grad, tb, band_lo, band_hi);
+  WithTapConstants<Fmt>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
+    FillTapsFor<Fmt, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi);
   });
 }
 
@@ -345,7 +374,8 @@ inline int64_t PointsPerChunk(int64_t points, int64_t channels, int taps, int bl
   return std::min(pts, all);
 }
 
-// The one dispatch point: dtype x spatial rank x interpolation x layout.
+// The one dispatch point: dtype (float32 or float64: the half types run the
+// float32 kernels, half_precision.h) x spatial rank x interpolation x layout.
 // `f` is called as f(Fmt{}, integral_constant<int, K>, integral_constant<int,
 // Interp>, integral_constant<bool, ChannelsLast>) and returns ffi::Error.
 template <typename Fmt, int K, typename F>
@@ -373,9 +403,6 @@ ffi::Error DispatchRank(int k, int64_t interpolation, bool channels_last, F&& f)
 template <typename F>
 ffi::Error Dispatch(ffi::DataType dt, int k, int64_t interpolation, bool channels_last, F&& f) {
   switch (dt) {
-    case ffi::DataType::F16: return DispatchRank<gs::F16Format>(k, interpolation, channels_last, f);
-    case ffi::DataType::BF16:
-      return DispatchRank<gs::BF16Format>(k, interpolation, channels_last, f);
     case ffi::DataType::F32: return DispatchRank<gs::F32Format>(k, interpolation, channels_last, f);
     case ffi::DataType::F64: return DispatchRank<gs::F64Format>(k, interpolation, channels_last, f);
     default: return InvalidArgument("unsupported dtype");

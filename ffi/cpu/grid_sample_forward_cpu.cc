@@ -13,6 +13,7 @@
 #include "../common/ffi_contract.h"
 #include "grid_sample_avx2.h"
 #include "grid_sample_cpu.h"
+#include "half_precision.h"
 #include "parallel.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -152,6 +153,37 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   });
 }
 
+// The float32 or float64 kernel (dt) on the buffers.
+ffi::Error ForwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType dt,
+                        int64_t interpolation, const void* input, const void* grid,
+                        void* output) {
+  return Dispatch(dt, g.k, interpolation, g.channels_last,
+                  [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
+                    using S = typename decltype(fmt)::Storage;
+                    ForwardKernel<decltype(fmt), decltype(k)::value, decltype(interp)::value,
+                                  decltype(cl)::value>(pool, g, static_cast<const S*>(input),
+                                                       static_cast<const S*>(grid),
+                                                       static_cast<S*>(output));
+                    return ffi::Error::Success();
+                  });
+}
+
+// Half precision (format H): the float32 kernel on widened copies.
+template <typename H>
+ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                       ffi::AnyBuffer input, ffi::AnyBuffer grid, ffi::AnyBuffer output) {
+  std::unique_ptr<float[]> wide_input = Widen<H>(pool, input.untyped_data(), input.element_count());
+  std::unique_ptr<float[]> wide_grid = Widen<H>(pool, grid.untyped_data(), grid.element_count());
+  std::unique_ptr<float[]> wide_output = FloatBuffer(output.element_count());
+  if (ffi::Error err = ForwardTyped(pool, g, ffi::DataType::F32, interpolation, wide_input.get(),
+                                    wide_grid.get(), wide_output.get());
+      !err.success()) {
+    return err;
+  }
+  Narrow<H>(pool, wide_output.get(), output.untyped_data(), output.element_count());
+  return ffi::Error::Success();
+}
+
 ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
                        bool align_corners, bool channels_last) {
@@ -167,17 +199,15 @@ ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
       !err.success()) {
     return err;
   }
-  return Dispatch(input.element_type(), g.k, interpolation, channels_last,
-                  [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
-                    using Fmt = decltype(fmt);
-                    using S = typename Fmt::Storage;
-                    ForwardKernel<Fmt, decltype(k)::value, decltype(interp)::value,
-                                  decltype(cl)::value>(
-                        pool, g, reinterpret_cast<const S*>(input.untyped_data()),
-                        reinterpret_cast<const S*>(grid.untyped_data()),
-                        reinterpret_cast<S*>(output->untyped_data()));
-                    return ffi::Error::Success();
-                  });
+  switch (input.element_type()) {
+    case ffi::DataType::F16:
+      return ForwardHalf<gs::F16Format>(pool, g, interpolation, input, grid, *output);
+    case ffi::DataType::BF16:
+      return ForwardHalf<gs::BF16Format>(pool, g, interpolation, input, grid, *output);
+    default:
+      return ForwardTyped(pool, g, input.element_type(), interpolation, input.untyped_data(),
+                          grid.untyped_data(), output->untyped_data());
+  }
 }
 
 }  // namespace
