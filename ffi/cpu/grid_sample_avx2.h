@@ -65,8 +65,8 @@ int64_t ChannelsLastStride(int64_t channels);
 // Whether the copy pays for itself here: channels-first, at least two
 // channels, at least 4 taps per point, at least as many tap reads as input
 // elements, and for 2D bilinear read as pairs (SamplesPairs) at least 8
-// channels and, on AMD cores, a copy that fits in a core's L2 or planes that
-// take more than half of its L1, on Intel cores planes larger than its L1.
+// channels and a copy that fits in a core's L2 or planes that take more than
+// half of its L1 (cache sizes assumed, not probed).
 bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation);
 
 // Parts per batch element for 2D bilinear pairs (SamplesPairs), one per

@@ -20,8 +20,6 @@
 // in the same order, into the same two accumulators (even / odd taps), and a
 // tap out of range reads a row of zeros with its weight, as a masked-off
 // gather lane does.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -42,33 +40,11 @@ int64_t ChannelsLastStride(int64_t channels) {
 
 namespace {
 
-// Bytes of one core's L1 data and L2 caches; 0 where the C library does not
-// say.
-struct CoreCaches {
-  int64_t l1d = 0, l2 = 0;
-};
-
-const CoreCaches& CoreCacheBytes() {
-  static const CoreCaches caches = [] {
-    CoreCaches c;
-#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
-    c.l1d = std::max<long>(0, sysconf(_SC_LEVEL1_DCACHE_SIZE));
-    c.l2 = std::max<long>(0, sysconf(_SC_LEVEL2_CACHE_SIZE));
-#endif
-    return c;
-  }();
-  return caches;
-}
-
-// Whether this is an Intel CPU (the pairs and the copy compare differently
-// on Intel and AMD cores; see ViaChannelsLastPays).
-bool IsIntelCpu() {
-  static const bool intel = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_is("intel") != 0;
-  }();
-  return intel;
-}
+// The cache sizes the choices below assume: an L1 data cache of 32 KiB and
+// an L2 of 1 MiB per core (current x86-64 cores have at least that).
+// Constants, not probes, so that a choice depends on the call's shapes alone.
+constexpr int64_t kL1DataBytes = int64_t{32} << 10;
+constexpr int64_t kL2Bytes = int64_t{1} << 20;
 
 }  // namespace
 
@@ -79,29 +55,23 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   if (g.channels_last || g.c < 2 || taps < 4 || g.points * taps < g.plane) return false;
   // In 3D, with twice the taps per point, the copy pays. In 2D, bilinear
   // pairs (SamplesPairs) read one plane at a time at random, and the tile
-  // sampler the whole copy. Which is cheaper depends on the core's caches
-  // (unknown caches: the pairs). The copy needs 8 channels or more (a pixel
-  // of 4 is half a vector) and then pays
-  // - on AMD cores, while the copy stays in the L2, or when a plane takes
-  //   more than half of the L1;
-  // - on Intel cores, when a plane does not fit in the L1.
+  // sampler the whole copy: the copy needs 8 channels or more (a pixel of 4
+  // is half a vector) and then pays while it stays in the L2, or when a
+  // plane takes more than half of the L1.
   if (g.k == 2 && SamplesPairs(g, interpolation)) {
-    const CoreCaches& caches = CoreCacheBytes();
-    if (g.c < 8 || caches.l1d == 0 || caches.l2 == 0) return false;  // unknown caches: pairs
+    if (g.c < 8) return false;
     const int64_t plane_bytes = g.plane * int64_t{4};
-    if (IsIntelCpu()) return plane_bytes > caches.l1d;
     const int64_t copy_bytes = g.plane * ChannelsLastStride(g.c) * int64_t{4};
-    return copy_bytes <= caches.l2 || plane_bytes * 2 > caches.l1d;
+    return copy_bytes <= kL2Bytes || plane_bytes * 2 > kL1DataBytes;
   }
   return true;
 }
 
 int64_t PairPartsPerElement(const Geometry& g, int64_t interpolation, int64_t threads) {
   if (threads < 2 || g.k != 2 || !SamplesPairs(g, interpolation)) return 1;
-  const CoreCaches& caches = CoreCacheBytes();
   const int64_t plane_bytes = g.plane * int64_t{4};
-  const bool overflow = caches.l2 > 0 && plane_bytes > caches.l1d && g.c * plane_bytes > caches.l2;
-  return overflow && CeilDiv(g.c, threads) * plane_bytes <= caches.l2 ? threads : 1;
+  const bool overflow = plane_bytes > kL1DataBytes && g.c * plane_bytes > kL2Bytes;
+  return overflow && CeilDiv(g.c, threads) * plane_bytes <= kL2Bytes ? threads : 1;
 }
 
 namespace {
