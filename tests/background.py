@@ -30,12 +30,16 @@ def start_python(*args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+def start(config: pytest.Config, items: list, module) -> None:
+    """Starts the processes of the selected tests (`items`) of `module`; stashes them."""
+    names = [item.originalname for item in items if getattr(item, "module", None) is module]
+    config.stash[module.BACKGROUND] = module.start_background(names)
+
+
 def result_of(request: pytest.FixtureRequest, module, name: str):
     """The JSON that process `name` of `module` printed last (it must exit with 0)."""
     if module.BACKGROUND not in request.config.stash:
-        names = [item.originalname for item in request.session.items
-                 if getattr(item, "module", None) is module]
-        request.config.stash[module.BACKGROUND] = module.start_background(names)
+        start(request.config, request.session.items, module)
     run = request.config.stash[module.BACKGROUND][name]
     try:
         stdout, stderr = run.communicate(timeout=900)

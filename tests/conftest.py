@@ -106,13 +106,12 @@ def pytest_runtest_teardown(item, nextitem):
 
 def pytest_collection_finish(session):
     """Starts the separate-process checks of the selected tests (see background.py)."""
-    selected: dict = {}
-    for item in session.items:
-        module = getattr(item, "module", None)
-        if module is not None and hasattr(module, "start_background"):
-            selected.setdefault(module, []).append(item.originalname)
-    for module, names in selected.items():
-        session.config.stash[module.BACKGROUND] = module.start_background(names)
+    import background
+
+    modules = dict.fromkeys(getattr(item, "module", None) for item in session.items)
+    for module in modules:
+        if hasattr(module, "start_background"):
+            background.start(session.config, session.items, module)
 
 
 def pytest_sessionfinish(session):
