@@ -96,8 +96,7 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   // The row form of full points (channels first, float32; float64 takes the
   // point form, one form less to compile).
   constexpr bool kRows = !kChannelsLast && std::is_same_v<S, float>;
-  constexpr bool kBilinearBlock =
-      kRows && K == 2 && kInterp == gs::kBilinear && std::is_same_v<T, float>;
+  constexpr bool kBilinearBlock = kRows && K == 2 && kInterp == gs::kBilinear;
   static_assert(!kBilinearBlock || kBlock == kBilinearBackwardBlock);
   // Nearest float32: tasks that own ranges of plane elements, in
   // nearest_backward_avx2.h (there is no grid gradient).
@@ -378,9 +377,9 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
     }
   }
 
-  // grad_input is accumulated in place.
+  // grad_input is accumulated in place (S is T: the half types run the
+  // float32 kernel, half_precision.h).
   static_assert(std::is_same_v<S, T>, "the CPU kernels store what they compute");
-  T* gi_acc = grad_input;
   // Grid-gradient partials per (channel block, entry) unless there is one
   // block and one band. Entries: those of the band lists, else the points.
   const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size())
@@ -402,7 +401,7 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
       if constexpr (kNearestStaged) {
         const NearestBackwardTask t{n, c_begin, c_end, NearestRangeStart(band, bands, plane),
                                     NearestRangeStart(band + 1, bands, plane), grid,
-                                    nearest_offsets.get(), grad_out, gi_acc};
+                                    nearest_offsets.get(), grad_out, grad_input};
         if constexpr (kChannelsLast) {
           NearestBackwardChannelsLastTaskAvx2F32<K>(g, t);
         } else {
@@ -416,12 +415,12 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
     const int64_t s_end = band_hi * spatial_per_band_row;
     if (!kChannelsLast) {
       for (int64_t c = c_begin; c < c_end; ++c) {
-        T* row = gi_acc + (n * channels + c) * plane;
+        T* row = grad_input + (n * channels + c) * plane;
         std::fill(row + s_begin, row + s_end, T(0));
       }
     } else {
       for (int64_t s = s_begin; s < s_end; ++s) {
-        T* row = gi_acc + (n * plane + s) * channels;
+        T* row = grad_input + (n * plane + s) * channels;
         std::fill(row + c_begin, row + c_end, T(0));
       }
     }
@@ -438,7 +437,7 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
     // and one channel block.
     S* gg_out = need_gg && !split_grid ? grad_grid + n * points * K : nullptr;
     T* gg_part = split_grid ? gpart.get() + (blk * entries + first_entry) * K : nullptr;
-    process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, gi_acc, gg_out,
+    process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, grad_input, gg_out,
             gg_part);
   });
 
