@@ -58,11 +58,8 @@ def cpu_available() -> bool:
 
 
 def cpu_instruction_set() -> str | None:
-    """ "avx512", "avx2" or "baseline": the widest instruction set the native float32 CPU kernels
-    use on this machine (None without them). "avx512" only for the per-point coordinate loops
-    and the sums over channels-last input with a multiple of 16 channels, on CPUs that run
-    512-bit vectors at full clock; JAX_GRIDSAMPLE_CPU_WIDE_LOOPS=0 in the environment keeps
-    those loops at AVX2 width. The results are the same bits either way."""
+    """ "avx2" or "baseline": the instruction set the native float32 CPU kernels use on this
+    machine (None without them)."""
     return None if _CPU_MODULE is None else _CPU_MODULE.instruction_set()
 
 

@@ -326,7 +326,7 @@ def test_forward_paths_agree_bitwise(dims, mode, spatial, out_spatial, channels,
     """Float32 forward, the paths of the AVX2 kernels. Channels first: a batch with at least as
     many elements as threads is sampled through a channels-last copy of each element (when its
     taps read at least as many elements as it has, 4 taps or more, 2 channels or more; for 2D
-    bilinear 8 channels or more, and on Intel cores only planes larger than the L1); else, and
+    bilinear 8 channels or more and planes larger than 16 KiB); else, and
     for one element alone, the gather path (2D bilinear: pairs of floats). Channels last: the
     same tile sampler reads the input in place when the channels are 4 or a multiple of 8, else
     the per-point path. All give bitwise the same output, and match the float64 reference. The
@@ -382,10 +382,8 @@ def test_forward_nonfinite_input_values(dims, batch, spatial, out_spatial, paddi
 @pytest.mark.parametrize("padding", PADDINGS)
 def test_forward_planes_beyond_the_l2(padding):
     """Float32 bilinear forward, channels first, of one element of three 512 x 512 planes (1 MiB
-    each): where they overflow a core's L2 and two of them fit it (a 2 MiB L2, two threads or
-    more), each thread samples its share of the (channel, point) pairs in channel order, in runs
-    of points that share their channels (PairPartsPerElement); elsewhere the chunks of points
-    as usual. The same bits as the channels-last path, and the float64 reference's values."""
+    each, more than a core's L2 together): the pairs of floats, in chunks of points. The same
+    bits as the channels-last path, and the float64 reference's values."""
     rng = np.random.default_rng(14)
     x = rng.standard_normal((1, 3, 512, 512)).astype(np.float32)
     # Multiples of 1/1024: the pixel coordinates are exact in float32 (multiples of 1/4).
@@ -598,56 +596,198 @@ def test_backward_independent_of_thread_count():
     assert pickle.loads(proc.stdout) == _gradients_bytes()
 
 
-def _forward_bytes_all_modes():
-    """float32 forwards of every mode x padding x align_corners x rank x layout, on grids that
-    include non-finite and huge coordinates (the reflection loops' slow form too)."""
+# --- strategies (ffi/cpu/strategies.h), forced through the test targets -------------------------
+
+FORWARD_STRATEGIES = {"portable": 0, "gather": 1, "tiles": 2, "tiles_via_copy": 3}
+AVX2 = _native.cpu_instruction_set() == "avx2"
+
+
+def forward_can_take(strategy, channels_last, channels):
+    """strategies.cc's ForwardCanTake for float32 (every plane offset fits int32 here)."""
+    if strategy == "portable":
+        return True
+    if not AVX2:
+        return False
+    if strategy == "tiles":
+        return channels_last and (channels % 8 == 0 or channels == 4)
+    return strategy == "gather" or not channels_last
+
+
+def forced_forward(x, grid, strategy, interpolation, padding, align_corners, channels_last):
+    """The forward computed by `strategy` (a FORWARD_STRATEGIES value); x and the result NC*."""
+    xl = _to_layout(jnp.asarray(x), channels_last)
+    n, c = x.shape[0], x.shape[1]
+    so = grid.shape[1:-1]
+    shape = (n,) + so + (c,) if channels_last else (n, c) + so
+    out = jax.ffi.ffi_call(FORWARD_TARGET_WITH_STRATEGY, jax.ShapeDtypeStruct(shape, xl.dtype))(
+        xl, jnp.asarray(grid), **_attrs(interpolation, padding, align_corners, channels_last),
+        strategy=np.int64(strategy))
+    return _from_layout(out, channels_last)
+
+
+FORWARD_TARGET_WITH_STRATEGY = _native.FORWARD_TARGET + "_with_strategy"
+
+
+def _strategy_cases(channels):
+    """Every rank x mode x padding x align_corners x layout, float32, `channels` channels, 117
+    points (partial groups of 16): batch element 0 on a finite grid, element 1 on the same grid
+    with non-finite and huge coordinates at its first points."""
     rng = np.random.default_rng(12)
-    cases, operands = [], []
+    cases = []
     for dims, mode, padding, align_corners, channels_last in itertools.product(
             (2, 3), MODES, PADDINGS, (False, True), (False, True)):
-        if dims == 3 and mode == "bicubic":
-            continue
-        # 16 channels last: the 512-bit channels-last sampler takes whole vectors of 16.
-        x, grid, _ = random_case(dims, rng, dtype=np.float32, channels=16 if channels_last else 8,
-                                 out_spatial=(7, 9, 5)[:dims])
-        flat = grid.reshape(-1)
-        flat[:6] = [np.nan, np.inf, -np.inf, 1e30, -3e9, 0.5]
-        cases.append((MODES[mode], PADDINGS[padding], align_corners, channels_last))
-        operands.append((x, grid))
+        x, grid, _ = random_case(dims, rng, dtype=np.float32, channels=channels,
+                                 out_spatial=(13, 9, 1)[:dims])
+        flat = grid[1].reshape(-1)
+        flat[:8] = [np.nan, np.inf, -np.inf, 1e30, -3e9, 0.5, 2.0**31, -1e10]
+        cases.append(((dims, mode, padding, align_corners, channels_last), x, grid))
+    return cases
 
-    @jax.jit  # one program for the sixty calls: compiling sixty costs more than running them
+
+@pytest.mark.skipif(ON_CUDA, reason="CPU strategies")
+def test_forward_strategies():
+    """Each forward strategy on every case it can take, forced: the float64 oracle's values on
+    finite grids; on special coordinates, the AVX2 strategies (gather, tiles, tiles via a copy)
+    bitwise the same, and the portable one the same values. A strategy that cannot take a case
+    is refused with an error naming the attribute. 8 channels: whole vectors for the tiles."""
+    cases = _strategy_cases(8)
+    calls = [(i, name) for i, (case, _, _) in enumerate(cases) for name in FORWARD_STRATEGIES
+             if forward_can_take(name, case[4], 8)]
+
+    @jax.jit  # one program for all the calls
     def forwards(operands):
-        return [native_forward(x, grid, *case)
-                for (x, grid), case in zip(operands, cases, strict=True)]
+        out = []
+        for i, name in calls:
+            _, mode, padding, align_corners, channels_last = cases[i][0]
+            x, grid = operands[i]
+            out.append(forced_forward(x, grid, FORWARD_STRATEGIES[name], MODES[mode],
+                                      PADDINGS[padding], align_corners, channels_last))
+        return out
 
-    results = [np.asarray(out).tobytes() for out in forwards(operands)]
-    return _native.cpu_instruction_set(), results
+    results = {}
+    for (i, name), out in zip(calls, forwards([(x, g) for _, x, g in cases]), strict=True):
+        results.setdefault(i, {})[name] = np.asarray(out)
+    assert len({name for _, name in calls}) == (4 if AVX2 else 1)
+    for i, ((dims, mode, padding, align_corners, channels_last), x, grid) in enumerate(cases):
+        what = f"{dims}d {mode} {padding} align_corners={align_corners} cl={channels_last}"
+        by_name = results[i]
+        if not (dims == 3 and mode == "bicubic"):  # PyTorch has no 3D bicubic
+            expected = torch_oracle(x[:1], grid[:1], None, mode, padding, align_corners)[0]
+            for name, out in by_name.items():
+                assert_close(out[:1], expected, TOL["float32"], f"{name}, {what}")
+        avx2 = [name for name in by_name if name != "portable"]
+        for name in avx2[1:]:
+            np.testing.assert_array_equal(by_name[name], by_name[avx2[0]],
+                                          err_msg=f"{name} vs {avx2[0]}, {what}")
+        assert np.all(np.isfinite(by_name["portable"])), what
+        if avx2:
+            assert_close(by_name["portable"], by_name[avx2[0]], TOL["float32"], what)
+    # Refused: a strategy the case's layout excludes (or, without AVX2, any but portable), and
+    # an unknown one.
+    (_, mode, padding, align_corners, _), x, grid = cases[0]
+    refused = ["tiles", "gather"] if not AVX2 else ["tiles"]
+    for strategy in [FORWARD_STRATEGIES[name] for name in refused] + [7]:
+        with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
+            jax.block_until_ready(forced_forward(x, grid, strategy, MODES[mode],
+                                                 PADDINGS[padding], align_corners, False))
 
 
-_AVX2_WIDTH_SUBPROCESS = """
-import os, pickle, sys
-os.environ["JAX_GRIDSAMPLE_CPU_WIDE_LOOPS"] = "0"
-sys.path.insert(0, sys.argv[1])
-import test_native_parity as t
-sys.stdout.buffer.write(pickle.dumps(t._forward_bytes_all_modes()))
-"""
+BACKWARD_STRATEGIES = {"portable": 0, "bilinear_block": 1, "nearest_ranges": 2,
+                       "channels_last_avx2": 3}
+BACKWARD_TARGET_WITH_STRATEGY = _native.BACKWARD_TARGET + "_with_strategy"
 
 
-@pytest.mark.skipif(ON_CUDA, reason="CPU instruction-set property")
-def test_vector_width_does_not_change_results():
-    """The coordinate loops and the channels-last sampler with 512-bit vectors (used where the
-    CPU prefers them) and with AVX2 (JAX_GRIDSAMPLE_CPU_WIDE_LOOPS=0, in a subprocess) give the
-    same bits."""
-    proc = _run_python(_AVX2_WIDTH_SUBPROCESS, os.path.dirname(__file__))
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    narrow_isa, narrow = pickle.loads(proc.stdout)
-    wide_isa, wide = _forward_bytes_all_modes()
-    assert wide_isa in ("avx512", "avx2", "baseline")
-    assert narrow_isa == ("avx2" if wide_isa == "avx512" else wide_isa)
-    assert len(wide) == len(narrow) == 60
-    differ = [i for i, (a, b) in enumerate(zip(wide, narrow, strict=True)) if a != b]
-    assert not differ, f"{len(differ)} of {len(wide)} outputs differ between {wide_isa} and " \
-        f"{narrow_isa}: {differ[:10]}"
+def backward_can_take(strategy, dims, mode, channels_last):
+    """strategies.cc's BackwardCanTake for float32 (every plane offset fits int32 here)."""
+    if strategy == "portable":
+        return True
+    if not AVX2:
+        return False
+    return {"bilinear_block": dims == 2 and mode == "bilinear" and not channels_last,
+            "nearest_ranges": mode == "nearest",
+            "channels_last_avx2": channels_last}[strategy]
+
+
+def forced_backward(grad_output, x, grid, strategy, interpolation, padding, align_corners,
+                    channels_last, output_mask=(True, True)):
+    """The backward computed by `strategy` (a BACKWARD_STRATEGIES value); NC* arrays."""
+    xl = _to_layout(jnp.asarray(x), channels_last)
+    gol = _to_layout(jnp.asarray(grad_output), channels_last)
+    results = [jax.ShapeDtypeStruct(a.shape, a.dtype)
+               for a, wanted in zip((xl, grid), output_mask, strict=True) if wanted]
+    outs = list(jax.ffi.ffi_call(BACKWARD_TARGET_WITH_STRATEGY, results)(
+        gol, xl, jnp.asarray(grid), **_attrs(interpolation, padding, align_corners, channels_last),
+        input_mask=bool(output_mask[0]), grid_mask=bool(output_mask[1]),
+        strategy=np.int64(strategy)))
+    gi = _from_layout(outs.pop(0), channels_last) if output_mask[0] else None
+    return gi, (outs.pop(0) if output_mask[1] else None)
+
+
+@pytest.mark.skipif(ON_CUDA, reason="CPU strategies")
+def test_backward_strategies():
+    """Each backward strategy on every case it can take (those of test_forward_strategies, with
+    19 channels: vectors and a tail, in three channel blocks), forced, both gradients and the
+    grid gradient alone: the float64 oracle's values on finite grids, and the same values
+    either way; on special coordinates
+    too, grad_input bitwise the portable strategy's, and the grid gradient as well but for the
+    bilinear block (its points with a tap out of range sum in another fixed order: the same
+    values). Refusals as for the forward."""
+    cases = _strategy_cases(19)
+    rng = np.random.default_rng(13)
+    grad_outputs = [rng.standard_normal(x.shape[:2] + g.shape[1:-1]).astype(np.float32)
+                    for _, x, g in cases]
+    calls = [(i, name, mask) for i, (case, _, _) in enumerate(cases)
+             for name in BACKWARD_STRATEGIES if backward_can_take(name, *case[:2], case[4])
+             for mask in ((True, True), (False, True)) if case[1] != "nearest" or mask[0]]
+
+    @jax.jit
+    def backwards(operands):
+        out = []
+        for i, name, mask in calls:
+            _, mode, padding, align_corners, channels_last = cases[i][0]
+            out.append(forced_backward(*operands[i], BACKWARD_STRATEGIES[name], MODES[mode],
+                                       PADDINGS[padding], align_corners, channels_last, mask))
+        return out
+
+    results = {}
+    outs = backwards([(go, x, g) for go, (_, x, g) in zip(grad_outputs, cases, strict=True)])
+    for (i, name, mask), (gi, gg) in zip(calls, outs, strict=True):
+        entry = results.setdefault(i, {}).setdefault(name, {})
+        entry["grid_only" if not mask[0] else "both"] = (
+            None if gi is None else np.asarray(gi), np.asarray(gg))
+    assert len({name for _, name, _ in calls}) == (4 if AVX2 else 1)
+    for i, ((dims, mode, padding, align_corners, channels_last), x, grid) in enumerate(cases):
+        what = f"{dims}d {mode} {padding} align_corners={align_corners} cl={channels_last}"
+        by_name = results[i]
+        if not (dims == 3 and mode == "bicubic"):
+            _, egi, egg = torch_oracle(x[:1], grid[:1], grad_outputs[i][:1], mode, padding,
+                                       align_corners)
+        for name, entry in by_name.items():
+            for key, (gi, gg) in entry.items():
+                where = f"{name} ({key}), {what}"
+                gi0, gg0 = by_name["portable"][key]
+                assert np.all(np.isfinite(gg)), where
+                if gi is not None:
+                    assert np.all(np.isfinite(gi)), where
+                    np.testing.assert_array_equal(gi, gi0, err_msg=f"grad_input, {where}")
+                if name == "bilinear_block":
+                    assert_close(gg, gg0, TOL["float32"], f"grad_grid, {where}")
+                else:
+                    np.testing.assert_array_equal(gg, gg0, err_msg=f"grad_grid, {where}")
+                # The grid gradient alone is one task over all channels: another summation
+                # order than the channel blocks' of both gradients.
+                assert_close(gg, entry["both"][1], TOL["float32"], f"grad_grid, {where}")
+                if not (dims == 3 and mode == "bicubic"):
+                    if gi is not None:
+                        assert_close(gi[:1], egi, TOL["float32"], f"grad_input, {where}")
+                    assert_close(gg[:1], egg, TOL["float32"], f"grad_grid, {where}")
+    (_, mode, padding, align_corners, _), x, grid = cases[0]
+    refused = ["nearest_ranges", "channels_last_avx2"] + ([] if AVX2 else ["bilinear_block"])
+    for strategy in [BACKWARD_STRATEGIES[name] for name in refused] + [7]:
+        with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
+            jax.block_until_ready(forced_backward(grad_outputs[0], x, grid, strategy,
+                                                  MODES[mode], PADDINGS[padding],
+                                                  align_corners, False))
 
 
 # --- non-finite and huge coordinates ----------------------------------------------------------

@@ -32,18 +32,6 @@ bool HasAvx2Fma() {
   return has;
 }
 
-bool PrefersWideLoops() {
-  static const bool wide = [] {
-    const char* setting = std::getenv(kWideLoopsVariable);
-    if (setting != nullptr && std::strcmp(setting, "0") == 0) return false;
-    __builtin_cpu_init();
-    return HasAvx2Fma() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vbmi2");
-  }();
-  return wide;
-}
-
 bool Avx2PathFits(const Geometry& g) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   return g.plane <= kMax && g.d <= kMax && g.h <= kMax && g.w <= kMax;
@@ -99,10 +87,10 @@ bool SamplesPairs(const Geometry& g, int64_t interpolation) {
          (g.k == 2 || fits(g.d));
 }
 
-// W lanes of floats or int32 (GCC vector extensions), so that the pair
-// tables are built by the same source with 256-bit and 512-bit vectors.
+// 8 lanes of floats or int32 (GCC vector extensions) for the pair tables.
 template <int W>
 struct Lanes {
+  static_assert(W == 8, "AVX2 vectors");
   typedef float F __attribute__((vector_size(4 * W)));
   typedef int32_t I __attribute__((vector_size(4 * W)));
 };
@@ -119,23 +107,15 @@ GS_CPU_INLINE void StoreLanes(T* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// Entries [16 k, 16 k + 16) of the pair tables' layout of W points from
-// their first floats f and second floats s (lanes W + i), for k < W / 8:
-// points 0 1 4 5, then 2 3 6 7 (of the k-th 8), each first then second.
+// The 16 entries of the pair tables' layout of 8 points from their first
+// floats f and second floats s (lanes 8 + i): points 0 1 4 5, then 2 3 6 7,
+// each first then second.
 template <int W>
 GS_CPU_INLINE void StorePairLayout(float* dst, const typename Lanes<W>::F& f,
                                    const typename Lanes<W>::F& s) {
   using I = typename Lanes<W>::I;
-  if constexpr (W == 8) {
-    StoreLanes(dst, __builtin_shuffle(f, s, I{0, 8, 1, 9, 4, 12, 5, 13}));
-    StoreLanes(dst + 8, __builtin_shuffle(f, s, I{2, 10, 3, 11, 6, 14, 7, 15}));
-  } else {
-    static_assert(W == 16, "8 or 16 lanes");
-    StoreLanes(dst, __builtin_shuffle(f, s, I{0, 16, 1, 17, 4, 20, 5, 21, 2, 18, 3, 19, 6, 22,
-                                              7, 23}));
-    StoreLanes(dst + 16, __builtin_shuffle(f, s, I{8, 24, 9, 25, 12, 28, 13, 29, 10, 26, 11, 27,
-                                                   14, 30, 15, 31}));
-  }
+  StoreLanes(dst, __builtin_shuffle(f, s, I{0, 8, 1, 9, 4, 12, 5, 13}));
+  StoreLanes(dst + 8, __builtin_shuffle(f, s, I{2, 10, 3, 11, 6, 14, 7, 15}));
 }
 
 // Bilinear: the pair weights of SoaTaps from FillPairAxes's per-axis
@@ -207,38 +187,21 @@ __attribute__((target("avx2,fma"))) void FillPairWeightsAvx2(int cnt, const Geom
 }
 
 template <int K, int kInterp>
-__attribute__((target(GS_CPU_WIDE_TARGET))) void FillPairWeightsWide(
-    int cnt, const Geometry& g, SoaTaps<K, kInterp>* __restrict st) {
-  FillPairWeightsBody<16>(cnt, g, st);
-}
-
-template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void FillPairMasksAvx2(int cnt,
                                                            SoaTaps<K, kInterp>* __restrict st) {
   FillPairMasksBody<8>(cnt, st);
 }
 
-template <int K, int kInterp>
-__attribute__((target(GS_CPU_WIDE_TARGET))) void FillPairMasksWide(
-    int cnt, SoaTaps<K, kInterp>* __restrict st) {
-  FillPairMasksBody<16>(cnt, st);
-}
-
 // The pair tables of the first `cnt` points of `grid`, but for the masks
 // (FillPairMasks, only where a read needs them): FillPairAxes, then the
-// weights; with 512-bit vectors where the CPU prefers them
-// (PrefersWideLoops). FillPairAxes derives the pair tables' inputs in the
-// loop that computes the taps, so no per-axis tap tables are written and
-// read back in a second pass.
+// weights. FillPairAxes derives the pair tables' inputs in the loop that
+// computes the taps, so no per-axis tap tables are written and read back in
+// a second pass.
 template <int K, int kInterp>
 void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
                SoaTaps<K, kInterp>* __restrict st) {
   FillPairAxes<K, false>(grid, cnt, g, st);
-  if (PrefersWideLoops()) {
-    FillPairWeightsWide(cnt, g, st);
-  } else {
-    FillPairWeightsAvx2(cnt, g, st);
-  }
+  FillPairWeightsAvx2(cnt, g, st);
   st->pair_masks_ready = false;
 }
 
@@ -247,11 +210,7 @@ template <int K, int kInterp>
 void FillPairMasks(const float* __restrict grid, int cnt, const Geometry& g,
                    SoaTaps<K, kInterp>* __restrict st) {
   FillPairAxes<K, true>(grid, cnt, g, st);
-  if (PrefersWideLoops()) {
-    FillPairMasksWide(cnt, st);
-  } else {
-    FillPairMasksAvx2(cnt, st);
-  }
+  FillPairMasksAvx2(cnt, st);
   st->pair_masks_ready = true;
 }
 
@@ -560,8 +519,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
 template <bool kAllIn, typename Safe, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
-    int64_t c_begin, int64_t c_end, int64_t p0, int cnt, bool pairs, bool stream,
-    const float* block_grid, const Safe* safe, SoaTaps<K, kInterp>* __restrict st) {
+    int64_t p0, int cnt, bool pairs, bool stream, const float* block_grid, const Safe* safe,
+    SoaTaps<K, kInterp>* __restrict st) {
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   // The next channel's plane (up to 64 KiB) is prefetched a few lines per
   // group of 16 points, so that its random reads find it in the cache when
@@ -574,11 +533,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   // Pairs read without masks until a row's sums are not all finite; then
   // that row again, and the rest of the block, with masks.
   bool no_mask = pairs;
-  for (int64_t c = c_begin; c < c_end; ++c) {
+  for (int64_t c = 0; c < channels; ++c) {
     const float* src = input + (n * channels + c) * plane;
     float* dst = output + (n * channels + c) * points + p0;
     const char* next = reinterpret_cast<const char*>(src + plane);
-    const int64_t lines = prefetch && c + 1 < c_end ? pf_lines : 0;
+    const int64_t lines = prefetch && c + 1 < channels ? pf_lines : 0;
     if (kAllIn) {
       ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
       continue;
@@ -595,13 +554,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   }
 }
 
-// Forward of points [p_begin, p_end) of batch element n, float32; channels
-// [c_begin, c_end) of a channels-first output (channels last: all of them).
+// Forward of points [p_begin, p_end) of batch element n, float32.
 template <int K, int kInterp, bool kChannelsLast>
 __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
     const Geometry& g, const float* __restrict input, const float* __restrict grid,
-    float* __restrict output, int64_t n, int64_t c_begin, int64_t c_end, int64_t p_begin,
-    int64_t p_end, SoaTaps<K, kInterp>* st) {
+    float* __restrict output, int64_t n, int64_t p_begin, int64_t p_end,
+    SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
   constexpr int kTaps = ST::kTaps;
   const int64_t channels = g.c, points = g.points, plane = g.plane;
@@ -627,7 +585,7 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
     constexpr bool kBicubic2D = K == 2 && kInterp == gs::kBicubic;
     if constexpr (kBicubic2D) FillRows<K, kInterp>(cnt, g, st);
     if (kBicubic2D && !kChannelsLast) {
-      for (int64_t c = c_begin; c < c_end; ++c) {
+      for (int64_t c = 0; c < channels; ++c) {
         const float* src = input + (n * channels + c) * plane;
         float* dst = output + (n * channels + c) * points + p0;
         for (int b = 0; b < cnt; ++b) dst[b] = BicubicPoint(src, st, b);
@@ -677,8 +635,8 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
       // a mask.
       auto rows = [&](auto all_in) __attribute__((target("avx2,fma"))) {
         auto from = [&](const auto* safe) __attribute__((target("avx2,fma"))) {
-          ChannelRows<decltype(all_in)::value>(
-              g, input, output, n, c_begin, c_end, p0, cnt, pairs, stream, block_grid, safe, st);
+          ChannelRows<decltype(all_in)::value>(g, input, output, n, p0, cnt, pairs, stream,
+                                               block_grid, safe, st);
         };
         if constexpr (kInterp == gs::kNearest) {
           if (NarrowSafeOffsets(g)) return from(st->off_safe16);
@@ -740,46 +698,12 @@ namespace {
 
 template <int K, int kInterp>
 void RunChunk(const Geometry& g, const float* input, const float* grid, float* output,
-              int64_t n, int64_t c_begin, int64_t c_end, int64_t p_begin, int64_t p_end) {
+              int64_t n, int64_t p_begin, int64_t p_end) {
   std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
   if (g.channels_last) {
-    ForwardChunkAvx2<K, kInterp, true>(g, input, grid, output, n, c_begin, c_end, p_begin, p_end,
-                                       st.get());
+    ForwardChunkAvx2<K, kInterp, true>(g, input, grid, output, n, p_begin, p_end, st.get());
   } else {
-    ForwardChunkAvx2<K, kInterp, false>(g, input, grid, output, n, c_begin, c_end, p_begin,
-                                        p_end, st.get());
-  }
-}
-
-template <int K>
-void RunChunkK(const Geometry& g, int64_t interpolation, const float* input, const float* grid,
-               float* output, int64_t n, int64_t c_begin, int64_t c_end, int64_t p_begin,
-               int64_t p_end) {
-  switch (interpolation) {
-    case gs::kBilinear:
-      return RunChunk<K, gs::kBilinear>(g, input, grid, output, n, c_begin, c_end, p_begin,
-                                        p_end);
-    case gs::kNearest:
-      return RunChunk<K, gs::kNearest>(g, input, grid, output, n, c_begin, c_end, p_begin, p_end);
-    default:
-      return RunChunk<K, gs::kBicubic>(g, input, grid, output, n, c_begin, c_end, p_begin, p_end);
-  }
-}
-
-
-// Points [p_begin, p_end) of channels [c_begin, c_end) of batch element n;
-// channels last: all channels.
-void ForwardRunAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
-                       const float* grid, float* output, int64_t n, int64_t c_begin,
-                       int64_t c_end, int64_t p_begin, int64_t p_end) {
-  if (SamplesChannelsLastInPlace(g, interpolation)) {
-    ForwardChannelsLastChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
-    return;
-  }
-  if (g.k == 2) {
-    RunChunkK<2>(g, interpolation, input, grid, output, n, c_begin, c_end, p_begin, p_end);
-  } else {
-    RunChunkK<3>(g, interpolation, input, grid, output, n, c_begin, c_end, p_begin, p_end);
+    ForwardChunkAvx2<K, kInterp, false>(g, input, grid, output, n, p_begin, p_end, st.get());
   }
 }
 
@@ -788,27 +712,10 @@ void ForwardRunAvx2F32(const Geometry& g, int64_t interpolation, const float* in
 void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
                          const float* grid, float* output, int64_t n, int64_t p_begin,
                          int64_t p_end) {
-  ForwardRunAvx2F32(g, interpolation, input, grid, output, n, 0, g.c, p_begin, p_end);
-}
-
-void ForwardPartAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
-                        const float* grid, float* output, int64_t n, int64_t part,
-                        int64_t parts) {
-  const int64_t points = g.points, pairs = g.c * points;
-  const int64_t a = pairs * part / parts, b = pairs * (part + 1) / parts;
-  if (a >= b) return;
-  // Channel c0 from point p0 on, c1 up to point p1, those between whole
-  // (c0 == c1: points [p0, p1) of it alone).
-  const int64_t c0 = a / points, p0 = a % points, c1 = (b - 1) / points;
-  const int64_t p1 = (b - 1) % points + 1;
-  const int64_t cuts[4] = {0, std::min(p0, p1), std::max(p0, p1), points};
-  for (int i = 0; i < 3; ++i) {
-    const int64_t u = cuts[i], v = cuts[i + 1];
-    const int64_t lo = u >= p0 ? c0 : c0 + 1, hi = v <= p1 ? c1 + 1 : c1;
-    if (u < v && lo < hi) {
-      ForwardRunAvx2F32(g, interpolation, input, grid, output, n, lo, hi, u, v);
-    }
-  }
+  DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
+    RunChunk<decltype(k)::value, decltype(interp)::value>(g, input, grid, output, n, p_begin,
+                                                          p_end);
+  });
 }
 
 #else  // !GS_CPU_HAVE_AVX2_PATH
@@ -818,13 +725,10 @@ void ForwardPartAvx2F32(const Geometry& g, int64_t interpolation, const float* i
 // grid_sample_avx2.h and referenced from grid_sample_forward_cpu.cc and the
 // backward files, which compile for every architecture).
 bool HasAvx2Fma() { return false; }
-bool PrefersWideLoops() { return false; }
 bool Avx2PathFits(const Geometry&) { return false; }
 bool SamplesPairs(const Geometry&, int64_t) { return false; }
 void ForwardChunkAvx2F32(const Geometry&, int64_t, const float*, const float*, float*, int64_t,
                          int64_t, int64_t) {}
-void ForwardPartAvx2F32(const Geometry&, int64_t, const float*, const float*, float*, int64_t,
-                        int64_t, int64_t) {}
 
 #endif  // GS_CPU_HAVE_AVX2_PATH
 

@@ -16,8 +16,7 @@
 // - grid_sample_avx2_tiles.cc: from channels-last pixels (the input itself,
 //   or a copy of channels-first input), plain vector loads instead of
 //   gathers; points one at a time into channels-last output, tiles of points
-//   x channels into channels-first output (channels last with 512-bit
-//   vectors where the CPU prefers them: PrefersWideLoops).
+//   x channels into channels-first output.
 // Both give bitwise the same results. Outputs of 1 MiB or more are written
 // with non-temporal stores (output_store_avx2.h).
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_GRID_SAMPLE_AVX2_H_
@@ -42,14 +41,6 @@ void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* 
                          const float* grid, float* output, int64_t n, int64_t p_begin,
                          int64_t p_end);
 
-// Channels-first forward of part `part` of `parts` of batch element n (see
-// PairPartsPerElement): its (channel, point) pairs c * points + p in
-// [part, part + 1) * channels * points / parts, as runs of points that share
-// their channels, the taps of each run computed once.
-void ForwardPartAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
-                        const float* grid, float* output, int64_t n, int64_t part,
-                        int64_t parts);
-
 // Whether the gather path reads bilinear taps as pairs of floats, one 8-byte
 // load per row of taps (channels-first, 2 <= w, h, d <= 2^24): faster than masked
 // gathers, and in 2D than the tile sampler's channels-last copy except where
@@ -65,19 +56,8 @@ int64_t ChannelsLastStride(int64_t channels);
 // Whether the copy pays for itself here: channels-first, at least two
 // channels, at least 4 taps per point, at least as many tap reads as input
 // elements, and for 2D bilinear read as pairs (SamplesPairs) at least 8
-// channels and a copy that fits in a core's L2 or planes that take more than
-// half of its L1 (cache sizes assumed, not probed).
+// channels and planes larger than half an L1 (of 32 KiB, assumed).
 bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation);
-
-// Parts per batch element for 2D bilinear pairs (SamplesPairs), one per
-// thread, or 1. The pairs read each plane at random; where the planes of an
-// element overflow a core's L2 but a thread's share of them fits it, each
-// part takes its share of the element's (channel, point) pairs in channel
-// order, so that the threads read different planes (ForwardPartAvx2F32).
-// E.g. 2D (1, 3, 512, 512) -> 512x512 (1 MiB planes) on 2 threads with
-// 2 MiB of L2 each: channels 0 and 1 of the first half of the points, and
-// 0 of the second, for the one thread; 2, and 1 and 2, for the other.
-int64_t PairPartsPerElement(const Geometry& g, int64_t interpolation, int64_t threads);
 
 // Floats of the buffer that ForwardViaChannelsLastAvx2F32 needs: the copy
 // of one batch element and a row of zeros.

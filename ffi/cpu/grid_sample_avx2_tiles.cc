@@ -40,11 +40,10 @@ int64_t ChannelsLastStride(int64_t channels) {
 
 namespace {
 
-// The cache sizes the choices below assume: an L1 data cache of 32 KiB and
-// an L2 of 1 MiB per core (current x86-64 cores have at least that).
-// Constants, not probes, so that a choice depends on the call's shapes alone.
+// The L1 data cache size ViaChannelsLastPays assumes (current x86-64 cores
+// have at least 32 KiB): a constant, not a probe, so that the choice depends
+// on the call's shapes alone.
 constexpr int64_t kL1DataBytes = int64_t{32} << 10;
-constexpr int64_t kL2Bytes = int64_t{1} << 20;
 
 }  // namespace
 
@@ -56,22 +55,12 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   // In 3D, with twice the taps per point, the copy pays. In 2D, bilinear
   // pairs (SamplesPairs) read one plane at a time at random, and the tile
   // sampler the whole copy: the copy needs 8 channels or more (a pixel of 4
-  // is half a vector) and then pays while it stays in the L2, or when a
-  // plane takes more than half of the L1.
+  // is half a vector) and planes that take more than half of the L1 (the
+  // pairs' random reads then miss it).
   if (g.k == 2 && SamplesPairs(g, interpolation)) {
-    if (g.c < 8) return false;
-    const int64_t plane_bytes = g.plane * int64_t{4};
-    const int64_t copy_bytes = g.plane * ChannelsLastStride(g.c) * int64_t{4};
-    return copy_bytes <= kL2Bytes || plane_bytes * 2 > kL1DataBytes;
+    return g.c >= 8 && g.plane * int64_t{4} * 2 > kL1DataBytes;
   }
   return true;
-}
-
-int64_t PairPartsPerElement(const Geometry& g, int64_t interpolation, int64_t threads) {
-  if (threads < 2 || g.k != 2 || !SamplesPairs(g, interpolation)) return 1;
-  const int64_t plane_bytes = g.plane * int64_t{4};
-  const bool overflow = plane_bytes > kL1DataBytes && g.c * plane_bytes > kL2Bytes;
-  return overflow && CeilDiv(g.c, threads) * plane_bytes <= kL2Bytes ? threads : 1;
 }
 
 namespace {
@@ -176,87 +165,29 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadPointTaps(
   }
 }
 
-// The gather path's sum (GatherDot / BicubicPoint), in its order, of the
-// channels of one point that load(t) reads from its tap t, with the weights w
-// (PointTaps::w): V (__m256 or __m512) lanes at a time, the same operations
-// per lane either way, so the same bits. Multiplies and adds are GCC's vector
-// operators (contraction is off); fma(a, b, s) is the fused a * b + s.
-template <int K, int kInterp, typename V, typename Load, typename Fma>
-GS_CPU_INLINE V SumOfTaps(const V* w, Load load, Fma fma) {
-  using PT = PointTaps<K, kInterp>;
-  if constexpr (PT::kSeparable) {
-    V q[4];
-    for (int j = 0; j < 4; ++j) {
-      V pv[4];
-      for (int i = 0; i < 4; ++i) pv[i] = w[i] * load(4 * j + i);
-      q[j] = w[4 + j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
-    }
-    return (q[0] + q[1]) + (q[2] + q[3]);
-  } else {
-    V acc[2] = {V{}, V{}};
-    for (int t = 0; t < PT::kTaps; ++t) acc[t & 1] = fma(w[t], load(t), acc[t & 1]);
-    return PT::kTaps == 1 ? acc[0] : acc[0] + acc[1];
-  }
-}
-
 // Channels [c, c + 8) (or [c, c + 4) for kV == 4, in the low half) of one
-// point (SumOfTaps).
+// point: the gather path's sum (GatherDot / BicubicPoint), in its order, so
+// the same bits. Multiplies and adds are GCC's vector operators (contraction
+// is off).
 template <int K, int kInterp, int kV>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
     const PointTaps<K, kInterp>& pt, int64_t c) {
-  return SumOfTaps<K, kInterp>(
-      pt.w,
-      [&](int t) __attribute__((target("avx2,fma"))) {
-        return LoadChannels<kV>(pt.row[t] + c);
-      },
-      [](__m256 a, __m256 b, __m256 s) __attribute__((target("avx2,fma"))) {
-        return _mm256_fmadd_ps(a, b, s);
-      });
-}
-
-// Channels [c, c + 16) of one point with 512-bit vectors (SumOfTaps), the
-// weights w as 16 lanes.
-template <int K, int kInterp>
-__attribute__((target(GS_CPU_WIDE_TARGET), always_inline)) inline __m512 PointSumWide(
-    const PointTaps<K, kInterp>& pt, const __m512* w, int64_t c) {
-  return SumOfTaps<K, kInterp>(
-      w,
-      [&](int t) __attribute__((target(GS_CPU_WIDE_TARGET))) {
-        return _mm512_loadu_ps(pt.row[t] + c);
-      },
-      [](__m512 a, __m512 b, __m512 s) __attribute__((target(GS_CPU_WIDE_TARGET))) {
-        return _mm512_fmadd_ps(a, b, s);
-      });
-}
-
-// The channels-last branch of SamplePoints (pixels in place, channels a
-// multiple of 16) for `cnt` points from `st` into `out`, their channels-last
-// output, with 512-bit vectors where the CPU prefers them (PrefersWideLoops):
-// half the loads and multiply-adds of 256-bit vectors.
-template <int K, int kInterp>
-__attribute__((target(GS_CPU_WIDE_TARGET))) void SampleChannelsLastWide(
-    const SoaTaps<K, kInterp>* __restrict st, int cnt, const float* pixels, const float* zeros,
-    int64_t channels, float* __restrict out, bool stream) {
   using PT = PointTaps<K, kInterp>;
-  constexpr int kWeights = PT::kSeparable ? 8 : PT::kTaps;
-  // Each point's channels are whole 64-byte lines when the output starts on one.
-  stream = stream && (reinterpret_cast<uintptr_t>(out) & 63) == 0;
-  for (int b = 0; b < cnt; ++b) {
-    PT pt;
-    LoadPointTaps(st, b, pixels, channels, zeros, &pt);
-    __m512 w[kWeights];
-    for (int i = 0; i < kWeights; ++i) {
-      w[i] = _mm512_broadcastss_ps(_mm256_castps256_ps128(pt.w[i]));
+  auto load = [&](int t) __attribute__((target("avx2,fma"))) {
+    return LoadChannels<kV>(pt.row[t] + c);
+  };
+  if constexpr (PT::kSeparable) {
+    __m256 q[4];
+    for (int j = 0; j < 4; ++j) {
+      __m256 pv[4];
+      for (int i = 0; i < 4; ++i) pv[i] = pt.w[i] * load(4 * j + i);
+      q[j] = pt.w[4 + j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
     }
-    float* dst = out + b * channels;
-    for (int64_t c = 0; c < channels; c += 16) {
-      const __m512 sum = PointSumWide<K, kInterp>(pt, w, c);
-      if (stream) {
-        _mm512_stream_ps(dst + c, sum);
-      } else {
-        _mm512_storeu_ps(dst + c, sum);
-      }
-    }
+    return (q[0] + q[1]) + (q[2] + q[3]);
+  } else {
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int t = 0; t < PT::kTaps; ++t) acc[t & 1] = _mm256_fmadd_ps(pt.w[t], load(t), acc[t & 1]);
+    return PT::kTaps == 1 ? acc[0] : acc[0] + acc[1];
   }
 }
 
@@ -323,11 +254,6 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
       // Each point's channels stored as soon as they are summed (whole
       // vectors: SamplesChannelsLastInPlace has channels % kV == 0), not
       // through the tiles below, whose registers spill to the stack.
-      if (kV == 8 && channels % 16 == 0 && PrefersWideLoops()) {
-        SampleChannelsLastWide(st, cnt, pixels, zeros, channels,
-                               output + (n * points + p0) * channels, stream);
-        continue;
-      }
       for (int b = 0; b < cnt; ++b) {
         PointTaps<K, kInterp> pt;
         LoadPointTaps(st, b, pixels, stride, zeros, &pt);
@@ -387,26 +313,12 @@ void RunVia(const Geometry& g, const float* input, const float* grid, float* out
   }
 }
 
-template <int K>
-void RunViaK(const Geometry& g, int64_t interpolation, const float* input, const float* grid,
-             float* output, int64_t n, int64_t p_begin, int64_t p_end, float* buffer) {
-  switch (interpolation) {
-    case gs::kBilinear:
-      return RunVia<K, gs::kBilinear>(g, input, grid, output, n, p_begin, p_end, buffer);
-    case gs::kNearest:
-      return RunVia<K, gs::kNearest>(g, input, grid, output, n, p_begin, p_end, buffer);
-    default:
-      return RunVia<K, gs::kBicubic>(g, input, grid, output, n, p_begin, p_end, buffer);
-  }
-}
-
 void Run(const Geometry& g, int64_t interpolation, const float* input, const float* grid,
          float* output, int64_t n, int64_t p_begin, int64_t p_end, float* buffer) {
-  if (g.k == 2) {
-    RunViaK<2>(g, interpolation, input, grid, output, n, p_begin, p_end, buffer);
-  } else {
-    RunViaK<3>(g, interpolation, input, grid, output, n, p_begin, p_end, buffer);
-  }
+  DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
+    RunVia<decltype(k)::value, decltype(interp)::value>(g, input, grid, output, n, p_begin,
+                                                        p_end, buffer);
+  });
 }
 
 }  // namespace
@@ -435,7 +347,6 @@ void ForwardChannelsLastChunkAvx2F32(const Geometry& g, int64_t interpolation,
 #else  // !GS_CPU_HAVE_AVX2_PATH
 
 bool ViaChannelsLastPays(const Geometry&, int64_t) { return false; }
-int64_t PairPartsPerElement(const Geometry&, int64_t, int64_t) { return 1; }
 int64_t ViaChannelsLastBufferFloats(const Geometry&) { return 0; }
 void ForwardViaChannelsLastAvx2F32(const Geometry&, int64_t, const float*, const float*, float*,
                                    int64_t, float*) {}

@@ -1,4 +1,5 @@
-// XLA FFI CPU handler: grid_sample backward (grad_input and/or grad_grid).
+// XLA FFI CPU handler: grid_sample backward (grad_input and/or grad_grid), by
+// the strategy strategies.h chooses (or the test target forces).
 //
 // Deterministic regardless of the number of threads: no atomics on floats,
 // and a work split that depends on shapes only. A task is (batch element n,
@@ -23,16 +24,21 @@
 #include "half_precision.h"
 #include "nearest_backward_avx2.h"
 #include "parallel.h"
+#include "strategies.h"
 #include "tap_row.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_cpu {
 namespace {
 
+// How a call's grad_input work splits into tasks: (batch element, channel
+// block, band), where a band is a range of the last spatial axis (generic
+// tasks) or of plane elements (nearest ranges).
 struct BackwardPlan {
   int64_t cblock = 1;   // channels per block
   int64_t nblocks = 1;  // channel blocks
-  int64_t bands = 1;    // bands of the last spatial axis
+  int64_t bands = 1;    // bands
+  bool nearest_ranges = false;
 };
 
 constexpr int64_t kTargetTasks = 8;
@@ -43,7 +49,7 @@ constexpr int64_t kTargetTasks = 8;
 // split the points (only those straddling two bands are done twice). Bands
 // are at least one tap span (taps_per_axis) tall, so a point's taps fall in
 // at most two of them. coord_bytes: the size of a point's coordinates.
-inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis, int64_t coord_bytes) {
+BackwardPlan PlanBands(const Geometry& g, int taps_per_axis, int64_t coord_bytes) {
   BackwardPlan p;
   const int64_t n = std::max<int64_t>(1, g.n);
   const int64_t max_bands =
@@ -61,16 +67,13 @@ inline BackwardPlan PlanBackward(const Geometry& g, int taps_per_axis, int64_t c
 }
 
 // The plan of the nearest tasks that own ranges of plane elements
-// (nearest_backward_avx2.h), from the generic plan `p`, or false where the
-// generic block is kept. `ranges`: NearestStagingRanges(g). Their `bands`
-// are those ranges: as few as let 8 channels fit the staging copy (each
-// range's task reads all the points' grad_output, so more than 2 are left
-// to the generic block), but 2 rather than a single task where the generic
-// plan has bands (enough points). Channel blocks of a multiple of 8, up to
-// kTargetTasks tasks. Channels last, one block of all the channels (a
-// block's part of an element's row shares cache lines with the others').
-inline bool PlanNearestRanges(const Geometry& g, int64_t ranges, BackwardPlan* p) {
-  if (ranges < 1 || ranges > 2) return false;
+// (nearest_backward_avx2.h), from the band plan `p`: NearestStagingRanges(g)
+// ranges, but 2 rather than a single task where the band plan has bands
+// (enough points). Channel blocks of a multiple of 8, up to kTargetTasks
+// tasks. Channels last, one block of all the channels (a block's part of an
+// element's row shares cache lines with the others').
+void PlanNearestRanges(const Geometry& g, BackwardPlan* p) {
+  int64_t ranges = NearestStagingRanges(g);
   const int64_t groups = g.channels_last ? 1 : std::max<int64_t>(1, CeilDiv(g.c, 8));
   const int64_t n = std::max<int64_t>(1, g.n);
   if (n * groups * ranges == 1 && p->bands > 1) ranges = 2;
@@ -78,418 +81,447 @@ inline bool PlanNearestRanges(const Geometry& g, int64_t ranges, BackwardPlan* p
   p->bands = ranges;
   p->cblock = g.channels_last ? std::max<int64_t>(1, g.c) : CeilDiv(groups, nblocks) * 8;
   p->nblocks = CeilDiv(g.c, p->cblock);
-  return true;
+  p->nearest_ranges = true;
 }
 
+// The arrays of a call; grad_input and grad_grid null when not wanted.
+template <typename T>
+struct BackwardArrays {
+  const T* grad_out;
+  const T* input;
+  const T* grid;
+  T* grad_input;
+  T* grad_grid;
+};
+
+// One task's share: batch element n, channels [c_begin, c_end), taps whose
+// last-axis index is in [band_lo, band_hi); its points are list[j] (indices
+// within n) when `list` is given, else p_begin + j, for j < count, with
+// coordinates coords[j * K ..]. grad_input accumulates into `gi` (null: not
+// wanted); point j's grid-gradient sums go to grid_out[j * K + a] (null: not
+// wanted).
+template <typename T>
+struct BackwardTask {
+  int64_t n, c_begin, c_end, band_lo, band_hi;
+  const int64_t* list;
+  const T* coords;
+  int64_t p_begin, count;
+  T* gi;
+  T* grid_out;
+};
+
+// The generic block of points: taps from FillTaps, then channel loops.
+// Channels first, points with every tap in range first (float32: the row
+// form, each x-run of taps as one TapRow; float64: tap by tap), then the
+// others by tap count; channels last, point by point over the channel runs
+// (channels_last_backward.h, AVX2 where the strategy says so).
 template <typename Fmt, int K, int kInterp, bool kChannelsLast>
-void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g,
-                    const typename Fmt::Storage* grad_out, const typename Fmt::Storage* input,
-                    const typename Fmt::Storage* grid, typename Fmt::Storage* grad_input,
-                    typename Fmt::Storage* grad_grid) {
-  using S = typename Fmt::Storage;
+class GenericBlock {
+ public:
   using T = typename Fmt::Compute;
   using TB = TapBlock<T, K, kInterp>;
-  constexpr int kTaps = TB::kTaps;
-  constexpr int64_t kBlock = TB::kBlock;
-  constexpr bool kHasGridGrad = kInterp != gs::kNearest;
-  constexpr int kT1 = TB::kT1;
+  static constexpr int kTaps = TB::kTaps;
+  static constexpr int kT1 = TB::kT1;
+  static constexpr int64_t kBlock = TB::kBlock;
   // The row form of full points (channels first, float32; float64 takes the
   // point form, one form less to compile).
-  constexpr bool kRows = !kChannelsLast && std::is_same_v<S, float>;
-  constexpr bool kBilinearBlock = kRows && K == 2 && kInterp == gs::kBilinear;
-  static_assert(!kBilinearBlock || kBlock == kBilinearBackwardBlock);
-  // Nearest float32: tasks that own ranges of plane elements, in
-  // nearest_backward_avx2.h (there is no grid gradient).
-  constexpr bool kNearestStaged = kInterp == gs::kNearest && std::is_same_v<S, float>;
-  const int64_t n_batch = g.n, channels = g.c, points = g.points, plane = g.plane;
-  const bool need_gi = grad_input != nullptr;
-  const bool need_gg = grad_grid != nullptr && kHasGridGrad;
-  const int64_t grid_size = n_batch * points * K;
+  static constexpr bool kRows = !kChannelsLast && std::is_same_v<T, float>;
 
-  if (grad_grid != nullptr && !kHasGridGrad) {
-    std::fill(grad_grid, grad_grid + grid_size, Fmt::Store(T(0)));
+  GenericBlock(const Geometry& g, const BackwardArrays<T>& arrays, bool avx2_channels_last,
+               bool grad)
+      : g_(g), a_(arrays), avx2_cl_(avx2_channels_last), grad_(grad), tb_(NewTapBlock<TB>()),
+        gacc_(grad ? new T[kBlock * K] : nullptr),
+        acc_(kRows && grad ? new T[kBlock * kTaps] : nullptr),
+        gvec_(kChannelsLast ? std::max<int64_t>(1, g.c) : 1) {}
+
+  // Points pidx[b] (within batch element t.n), coordinates block_grid, b <
+  // cnt; grid-gradient sums to grid_out[b * K + a].
+  void Run(const BackwardTask<T>& t, const int64_t* pidx, const T* block_grid, int cnt,
+           T* grid_out) {
+    FillTaps<Fmt, K, kInterp>(block_grid, cnt, g_, grad_, tb_.get(), t.band_lo, t.band_hi);
+    if (grad_) std::fill(gacc_.get(), gacc_.get() + cnt * K, T(0));
+    if constexpr (kChannelsLast) {
+      ChannelsLast(t, pidx, cnt);
+    } else {
+      if constexpr (kRows) {
+        FullRows(t, pidx, cnt);
+      } else {
+        for (int64_t c = t.c_begin; c < t.c_end; ++c) {
+          for (int i = 0; i < tb_->n_full; ++i) Point(t, c, tb_->full[i], kTaps, pidx);
+        }
+      }
+      for (int64_t c = t.c_begin; c < t.c_end; ++c) {
+        for (int nt = 1; nt <= kTaps; ++nt) {
+          for (int i = tb_->part_begin[nt]; i < tb_->part_begin[nt + 1]; ++i) {
+            Point(t, c, tb_->part[i], nt, pidx);
+          }
+        }
+      }
+    }
+    if (grad_) {
+      for (int b = 0; b < cnt; ++b) {
+        for (int a = 0; a < K; ++a) grid_out[b * K + a] = gacc_[b * K + a] * tb_->adm[a][b];
+      }
+    }
   }
-  if (n_batch == 0) return;
 
-  // Accumulates channels [c_begin, c_end) of `count` points j of batch
-  // element n -- point list[j] with coordinates list_coords[j * K ..] if
-  // `list` is given, else point p_begin + j -- using only the taps whose
-  // last-axis index is in [band_lo, band_hi): scatter into gi_buf (if given)
-  // and the grid-gradient sums of point j, axis a, stored at gg_out[j * K + a]
-  // or, if given, gg_part[j * K + a] (compute type, for a later reduction).
-  auto process = [&](int64_t n, int64_t c_begin, int64_t c_end, const int64_t* list,
-                     const S* list_coords, int64_t p_begin, int64_t count, int64_t band_lo,
-                     int64_t band_hi, T* gi_buf, S* gg_out, T* gg_part) {
-    const bool grad = (gg_out != nullptr || gg_part != nullptr) && need_gg;
-    auto write_grid = [&](int64_t j, int a, T v) {
-      if (gg_part != nullptr) {
-        gg_part[j * K + a] = v;
-      } else {
-        gg_out[j * K + a] = Fmt::Store(v);
+ private:
+  // Channel c of point b, its first nt taps, tap by tap.
+  void Point(const BackwardTask<T>& t, int64_t c, int b, int nt, const int64_t* pidx) {
+    const int64_t nc = t.n * g_.c + c;
+    const T gv = a_.grad_out[nc * g_.points + pidx[b]];
+    const T* src = a_.input + nc * g_.plane;
+    T* gi = t.gi != nullptr ? t.gi + nc * g_.plane : nullptr;
+    for (int k = 0; k < nt; ++k) {
+      const int64_t off = tb_->off[b][k];
+      if (gi != nullptr) gi[off] += tb_->w[b][k] * gv;
+      if (grad_) {
+        const T prod = gv * src[off];
+        for (int a = 0; a < K; ++a) gacc_[b * K + a] += prod * tb_->gw[b][a][k];
       }
+    }
+  }
+
+  // Full points, row form: the grid gradient kept as per-tap sums over
+  // channels, A[t] = sum_c gv * input[t], folded with the weight derivatives
+  // once per point.
+  void FullRows(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
+    if (grad_) std::fill(acc_.get(), acc_.get() + cnt * kTaps, T(0));
+    if (t.gi != nullptr && grad_) {
+      RowChannels<true, true>(t, pidx);
+    } else if (t.gi != nullptr) {
+      RowChannels<true, false>(t, pidx);
+    } else if (grad_) {
+      RowChannels<false, true>(t, pidx);
+    }
+    if (!grad_) return;
+    for (int i = 0; i < tb_->n_full; ++i) {
+      const int b = tb_->full[i];
+      const T* a = acc_.get() + b * kTaps;
+      for (int ax = 0; ax < K; ++ax) {
+        T sum = T(0);
+        for (int k = 0; k < kTaps; ++k) sum += tb_->gw[b][ax][k] * a[k];
+        gacc_[b * K + ax] += sum;
+      }
+    }
+  }
+
+  // Groups of up to 4 channels: a group shares the loads of the point's
+  // tables and sums; each channel is added in channel order, whatever the
+  // grouping.
+  template <bool kGi, bool kGrad>
+  void RowChannels(const BackwardTask<T>& t, const int64_t* pidx) {
+    int64_t c = t.c_begin;
+    for (; c + 4 <= t.c_end; c += 4) RowGroup<kGi, kGrad, 4>(t, c, pidx);
+    switch (t.c_end - c) {
+      case 3: return RowGroup<kGi, kGrad, 3>(t, c, pidx);
+      case 2: return RowGroup<kGi, kGrad, 2>(t, c, pidx);
+      case 1: return RowGroup<kGi, kGrad, 1>(t, c, pidx);
+      default: return;
+    }
+  }
+
+  // Channels c0 .. c0 + kG - 1 of the full points: each x-run of kT1 taps is
+  // read and updated as one TapRow (bilinear: two rows as one TapRowPair).
+  template <bool kGi, bool kGrad, int kG>
+  void RowGroup(const BackwardTask<T>& t, int64_t c0, const int64_t* pidx) {
+    using Row = std::conditional_t<kT1 == 2, TapRowPair<T>, TapRow<T, kT1>>;
+    constexpr int kStep = kT1 == 2 ? 4 : kT1;  // taps per Row
+    const T* go[kG];
+    const T* src[kG];
+    T* gi[kG];
+    for (int k = 0; k < kG; ++k) {
+      const int64_t nc = t.n * g_.c + c0 + k;
+      go[k] = a_.grad_out + nc * g_.points;
+      src[k] = a_.input + nc * g_.plane;
+      gi[k] = kGi ? t.gi + nc * g_.plane : nullptr;
+    }
+    auto load = [](const T* p, int64_t off0, int64_t off1) {
+      if constexpr (kT1 == 2) return Row::Load(p + off0, p + off1);
+      else return Row::Load(p + off0);
     };
-    std::unique_ptr<int64_t[]> pidx(new int64_t[kBlock]);
-    // 2D bilinear float32, channels first: the AVX2 block
-    // (bilinear_backward_avx2.h), else the generic one below.
-    std::unique_ptr<BilinearBackwardTables> bilinear;
-    std::unique_ptr<float[]> bilinear_grid;
-    if constexpr (kBilinearBlock) {
-      if (BilinearBackwardBlockFits(g)) {
-        bilinear.reset(new BilinearBackwardTables);
-        if (grad) bilinear_grid.reset(new float[2 * kBlock]);
+    for (int i = 0; i < tb_->n_full; ++i) {
+      const int b = tb_->full[i];
+      T gv[kG];
+      for (int k = 0; k < kG; ++k) gv[k] = go[k][pidx[b]];
+      for (int r = 0; r < kTaps; r += kStep) {
+        // Bilinear: the point's two rows (taps r, r + 1 and r + 2, r + 3).
+        const int64_t off0 = tb_->off[b][r], off1 = kT1 == 2 ? tb_->off[b][r + 2] : 0;
+        if constexpr (kGi) {
+          const Row w = Row::Load(&tb_->w[b][r]);
+          for (int k = 0; k < kG; ++k) {
+            Row v = load(gi[k], off0, off1);
+            v.AddScaled(gv[k], w);
+            if constexpr (kT1 == 2) v.Store(gi[k] + off0, gi[k] + off1);
+            else v.Store(gi[k] + off0);
+          }
+        }
+        if constexpr (kGrad) {
+          T* a = acc_.get() + b * kTaps + r;
+          Row sum = Row::Load(a);
+          for (int k = 0; k < kG; ++k) sum.AddScaled(gv[k], load(src[k], off0, off1));
+          sum.Store(a);
+        }
       }
     }
-    const bool generic = bilinear == nullptr;
-    auto tb = generic ? NewTapBlock<TB>() : nullptr;
-    std::unique_ptr<T[]> gacc(generic && grad ? new T[kBlock * K] : nullptr);
-    // Per-tap channel sums of the row form (see below).
-    std::unique_ptr<T[]> acc(generic && kRows && grad ? new T[kBlock * kTaps] : nullptr);
-    std::vector<T> gvec(kChannelsLast ? std::max<int64_t>(1, c_end - c_begin) : 1);
-    const S* grid_n = grid + n * points * K;
-    for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
-      const int64_t cnt = std::min(kBlock, count - j0);
-      const S* block_grid;
-      if (list != nullptr) {
-        for (int64_t b = 0; b < cnt; ++b) pidx[b] = list[j0 + b];
-        block_grid = list_coords + j0 * K;
-      } else {
-        for (int64_t b = 0; b < cnt; ++b) pidx[b] = p_begin + j0 + b;
-        block_grid = grid_n + (p_begin + j0) * K;
-      }
-      if constexpr (kBilinearBlock) {
-        if (bilinear != nullptr) {
-          const BilinearBackwardBlock block{block_grid, pidx.get(), static_cast<int>(cnt), n,
-                                            c_begin, c_end, band_lo, band_hi, grad_out, input,
-                                            gi_buf, bilinear_grid.get()};
-          BilinearBackwardBlockAvx2F32(g, block, bilinear.get());
-          if (grad) {
-            for (int64_t b = 0; b < cnt; ++b) {
-              for (int a = 0; a < K; ++a) write_grid(j0 + b, a, bilinear_grid[b * K + a]);
-            }
-          }
-          continue;
-        }
-      }
-      FillTaps<Fmt, K, kInterp>(block_grid, cnt, g, grad, tb.get(), band_lo, band_hi);
-      if (grad) std::fill(gacc.get(), gacc.get() + cnt * K, T(0));
-      if (!kChannelsLast) {
-        // One point's taps for one channel.
-        auto point = [&](int b, int nt, T gv, const S* src, T* gi) {
-          for (int t = 0; t < nt; ++t) {
-            const int64_t off = tb->off[b][t];
-            if (gi != nullptr) gi[off] += tb->w[b][t] * gv;
-            if (grad) {
-              const T prod = gv * Fmt::Load(src[off]);
-              for (int a = 0; a < K; ++a) gacc[b * K + a] += prod * tb->gw[b][a][t];
-            }
-          }
-        };
-        // Points with every tap in range: channel-outer.
-        if constexpr (kRows) {
-          // Row form: each x-run of kT1 taps is read and updated as one
-          // TapRow (bilinear: two rows as one TapRowPair). The grid gradient
-          // is kept as per-tap sums over channels, A[t] = sum_c gv * input[t],
-          // and folded with the weight derivatives once per point below.
-          using Row = TapRow<T, kT1>;
-          if (grad) std::fill(acc.get(), acc.get() + cnt * kTaps, T(0));
-          // Channels c0 .. c0 + kG - 1 (kG = 1 to 4: the channels of a group
-          // share the loads of the point's tables and of its sums; each
-          // channel is added to the sums in channel order, whatever the
-          // grouping); which of the two results this task computes, as
-          // constants.
-          auto rows = [&](auto with_gi, auto with_grad, auto group, int64_t c0) {
-            constexpr int kG = decltype(group)::value;
-            const S* go[kG];
-            const S* src[kG];
-            T* gi[kG];
-            for (int k = 0; k < kG; ++k) {
-              go[k] = grad_out + (n * channels + c0 + k) * points;
-              src[k] = input + (n * channels + c0 + k) * plane;
-              gi[k] = with_gi ? gi_buf + (n * channels + c0 + k) * plane : nullptr;
-            }
-            for (int i = 0; i < tb->n_full; ++i) {
-              const int b = tb->full[i];
-              T gv[kG];
-              for (int k = 0; k < kG; ++k) gv[k] = go[k][pidx[b]];
-              if constexpr (kT1 == 2) {
-                using Pair = TapRowPair<T>;
-                for (int r = 0; r < kTaps; r += 4) {
-                  const int64_t off0 = tb->off[b][r], off1 = tb->off[b][r + 2];
-                  if constexpr (decltype(with_gi)::value) {
-                    const Pair w = Pair::Load(&tb->w[b][r]);
-                    for (int k = 0; k < kG; ++k) {
-                      Pair v = Pair::Load(gi[k] + off0, gi[k] + off1);
-                      v.AddScaled(gv[k], w);
-                      v.Store(gi[k] + off0, gi[k] + off1);
-                    }
-                  }
-                  if constexpr (decltype(with_grad)::value) {
-                    T* a = acc.get() + b * kTaps + r;
-                    Pair sum = Pair::Load(a);
-                    for (int k = 0; k < kG; ++k) {
-                      sum.AddScaled(gv[k], Pair::Load(src[k] + off0, src[k] + off1));
-                    }
-                    sum.Store(a);
-                  }
-                }
-              } else {
-                for (int r = 0; r < kTaps; r += kT1) {
-                  const int64_t off = tb->off[b][r];
-                  if constexpr (decltype(with_gi)::value) {
-                    const Row w = Row::Load(&tb->w[b][r]);
-                    for (int k = 0; k < kG; ++k) {
-                      Row v = Row::Load(gi[k] + off);
-                      v.AddScaled(gv[k], w);
-                      v.Store(gi[k] + off);
-                    }
-                  }
-                  if constexpr (decltype(with_grad)::value) {
-                    T* a = acc.get() + b * kTaps + r;
-                    Row sum = Row::Load(a);
-                    for (int k = 0; k < kG; ++k) sum.AddScaled(gv[k], Row::Load(src[k] + off));
-                    sum.Store(a);
-                  }
-                }
-              }
-            }
-          };
-          auto all_channels = [&](auto with_gi, auto with_grad) {
-            int64_t c = c_begin;
-            for (; c + 4 <= c_end; c += 4) {
-              rows(with_gi, with_grad, std::integral_constant<int, 4>{}, c);
-            }
-            switch (c_end - c) {
-              case 3: return rows(with_gi, with_grad, std::integral_constant<int, 3>{}, c);
-              case 2: return rows(with_gi, with_grad, std::integral_constant<int, 2>{}, c);
-              case 1: return rows(with_gi, with_grad, std::integral_constant<int, 1>{}, c);
-              default: return;
-            }
-          };
-          if (gi_buf != nullptr && grad) {
-            all_channels(std::true_type{}, std::true_type{});
-          } else if (gi_buf != nullptr) {
-            all_channels(std::true_type{}, std::false_type{});
-          } else if (grad) {
-            all_channels(std::false_type{}, std::true_type{});
-          }
-          if (grad) {
-            for (int i = 0; i < tb->n_full; ++i) {
-              const int b = tb->full[i];
-              const T* a = acc.get() + b * kTaps;
-              for (int ax = 0; ax < K; ++ax) {
-                T sum = T(0);
-                for (int t = 0; t < kTaps; ++t) sum += tb->gw[b][ax][t] * a[t];
-                gacc[b * K + ax] += sum;
-              }
-            }
-          }
-        } else {
-          for (int64_t c = c_begin; c < c_end; ++c) {
-            const S* go = grad_out + (n * channels + c) * points;
-            const S* src = input + (n * channels + c) * plane;
-            T* gi = gi_buf != nullptr ? gi_buf + (n * channels + c) * plane : nullptr;
-            for (int i = 0; i < tb->n_full; ++i) {
-              const int b = tb->full[i];
-              point(b, kTaps, Fmt::Load(go[pidx[b]]), src, gi);
-            }
-          }
-        }
-        // The others, channel-outer too, by tap count (the same trip count
-        // for consecutive points of the tap loop).
-        for (int64_t c = c_begin; c < c_end; ++c) {
-          const S* go = grad_out + (n * channels + c) * points;
-          const S* src = input + (n * channels + c) * plane;
-          T* gi = gi_buf != nullptr ? gi_buf + (n * channels + c) * plane : nullptr;
-          for (int nt = 1; nt <= kTaps; ++nt) {
-            for (int i = tb->part_begin[nt]; i < tb->part_begin[nt + 1]; ++i) {
-              const int b = tb->part[i];
-              point(b, nt, Fmt::Load(go[pidx[b]]), src, gi);
-            }
-          }
-        }
-      } else {
-        const ChannelsLastBlock<Fmt> cl{grad_out + n * points * channels,
-                                        input + n * plane * channels,
-                                        gi_buf != nullptr ? gi_buf + n * plane * channels : nullptr,
-                                        channels, c_begin, c_end};
-        T* sums = grad ? gacc.get() : nullptr;
-        bool done = false;
-        if constexpr (std::is_same_v<S, float>) {
-          if (HasAvx2Fma()) {
-            ChannelsLastPointsAvx2F32<K, kInterp>(cl, *tb, static_cast<int>(cnt), pidx.get(),
-                                                  sums);
-            done = true;
-          }
-        }
-        if (!done) {
-          ChannelsLastPoints<PortableChannelRun<Fmt>>(cl, *tb, static_cast<int>(cnt),
-                                                      pidx.get(), gvec.data(), sums);
-        }
-      }
-      if (grad) {
-        for (int64_t b = 0; b < cnt; ++b)
-          for (int a = 0; a < K; ++a) {
-            write_grid(j0 + b, a, gacc[b * K + a] * tb->adm[a][b]);
-          }
-      }
-    }
-  };
+  }
 
-  const int64_t band_axis = BandAxisSize(g);
-  if (!need_gi) {
-    if (!need_gg) return;
-    // Grid gradient only: chunks of points, all channels.
-    const int64_t pts = PointsPerChunk(points, channels, kTaps, kBlock);
-    const int64_t chunks_per_n = points == 0 ? 0 : CeilDiv(points, pts);
-    ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
-      const int64_t n = chunk / chunks_per_n;
-      const int64_t p_begin = (chunk % chunks_per_n) * pts;
-      const int64_t p_end = std::min(points, p_begin + pts);
-      process(n, 0, channels, nullptr, nullptr, p_begin, p_end - p_begin, 0, band_axis, nullptr,
-              grad_grid + (n * points + p_begin) * K, nullptr);
+  // Channels last: each point's taps over the task's channels.
+  void ChannelsLast(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
+    const int64_t cstride = g_.c;
+    const ChannelsLastBlock<Fmt> cl{a_.grad_out + t.n * g_.points * cstride,
+                                    a_.input + t.n * g_.plane * cstride,
+                                    t.gi != nullptr ? t.gi + t.n * g_.plane * cstride : nullptr,
+                                    cstride, t.c_begin, t.c_end};
+    T* sums = grad_ ? gacc_.get() : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      if (avx2_cl_) return ChannelsLastPointsAvx2F32<K, kInterp>(cl, *tb_, cnt, pidx, sums);
+    }
+    ChannelsLastPoints<PortableChannelRun<Fmt>>(cl, *tb_, cnt, pidx, gvec_.data(), sums);
+  }
+
+  const Geometry& g_;
+  const BackwardArrays<T>& a_;
+  const bool avx2_cl_, grad_;
+  std::unique_ptr<TB> tb_;
+  std::unique_ptr<T[]> gacc_, acc_;
+  std::vector<T> gvec_;
+};
+
+// 2D bilinear float32 channels first: the AVX2 block
+// (bilinear_backward_avx2.h).
+class BilinearBlock {
+ public:
+  explicit BilinearBlock(const Geometry& g, const BackwardArrays<float>& arrays, bool grad)
+      : g_(g), a_(arrays), tables_(new BilinearBackwardTables),
+        grid_(grad ? new float[2 * kBilinearBackwardBlock] : nullptr) {}
+
+  void Run(const BackwardTask<float>& t, const int64_t* pidx, const float* block_grid, int cnt,
+           float* grid_out) {
+    const BilinearBackwardBlock block{block_grid, pidx, cnt, t.n, t.c_begin, t.c_end, t.band_lo,
+                                      t.band_hi, a_.grad_out, a_.input, t.gi, grid_.get()};
+    BilinearBackwardBlockAvx2F32(g_, block, tables_.get());
+    if (grid_out != nullptr) std::copy(grid_.get(), grid_.get() + 2 * cnt, grid_out);
+  }
+
+ private:
+  const Geometry& g_;
+  const BackwardArrays<float>& a_;
+  std::unique_ptr<BilinearBackwardTables> tables_;
+  std::unique_ptr<float[]> grid_;
+};
+
+// Runs task t's points through `Block` in blocks of kBlock points.
+template <int K, int64_t kBlock, typename Block, typename T>
+void RunBlocks(Block& block, const BackwardTask<T>& t) {
+  std::unique_ptr<int64_t[]> pidx(new int64_t[kBlock]);
+  for (int64_t j0 = 0; j0 < t.count; j0 += kBlock) {
+    const int cnt = static_cast<int>(std::min(kBlock, t.count - j0));
+    for (int b = 0; b < cnt; ++b) pidx[b] = t.list != nullptr ? t.list[j0 + b] : t.p_begin + j0 + b;
+    const T* block_grid = t.coords + j0 * K;
+    T* grid_out = t.grid_out != nullptr ? t.grid_out + j0 * K : nullptr;
+    block.Run(t, pidx.get(), block_grid, cnt, grid_out);
+  }
+}
+
+// Task t's points: the strategy's block.
+template <typename Fmt, int K, int kInterp, bool kChannelsLast>
+void RunTask(const Geometry& g, const BackwardArrays<typename Fmt::Compute>& arrays,
+             BackwardStrategy strategy, const BackwardTask<typename Fmt::Compute>& t) {
+  using T = typename Fmt::Compute;
+  using Generic = GenericBlock<Fmt, K, kInterp, kChannelsLast>;
+  const bool grad = t.grid_out != nullptr;
+  constexpr bool kBilinear2D = !kChannelsLast && K == 2 && kInterp == gs::kBilinear &&
+                               std::is_same_v<T, float>;
+  if constexpr (kBilinear2D) {
+    static_assert(Generic::kBlock == kBilinearBackwardBlock);
+    if (strategy == BackwardStrategy::kBilinearBlock) {
+      BilinearBlock block(g, arrays, grad);
+      return RunBlocks<K, Generic::kBlock>(block, t);
+    }
+  }
+  Generic block(g, arrays, strategy == BackwardStrategy::kChannelsLastAvx2, grad);
+  RunBlocks<K, Generic::kBlock>(block, t);
+}
+
+// Zeroes the part of grad_input task t owns: its channels x its band.
+template <typename T>
+void ZeroOwnedRegion(const Geometry& g, const BackwardTask<T>& t) {
+  const int64_t per_band_row = g.k == 2 ? g.w : g.h * g.w;
+  const int64_t s_begin = t.band_lo * per_band_row, s_end = t.band_hi * per_band_row;
+  if (!g.channels_last) {
+    for (int64_t c = t.c_begin; c < t.c_end; ++c) {
+      T* row = t.gi + (t.n * g.c + c) * g.plane;
+      std::fill(row + s_begin, row + s_end, T(0));
+    }
+  } else {
+    for (int64_t s = s_begin; s < s_end; ++s) {
+      T* row = t.gi + (t.n * g.plane + s) * g.c;
+      std::fill(row + t.c_begin, row + t.c_end, T(0));
+    }
+  }
+}
+
+// The grid gradient from the tasks' partial sums, in a fixed order: per
+// point and axis, its entry in its first band plus, if it straddles, its
+// entry in the next band, per channel block, the blocks added in block
+// order. Without bands an entry is a point.
+template <typename T>
+void ReduceGridPartials(ffi::ThreadPool& pool, const Geometry& g, const BackwardPlan& plan,
+                        const BandLists<T>& lists, int64_t entries, const T* parts,
+                        T* grad_grid) {
+  const int K = g.k;
+  const int64_t nblocks = plan.nblocks, stride = entries * K;
+  if (plan.bands == 1) {
+    constexpr int64_t kReduceChunk = 1 << 16;
+    const int64_t size = g.n * g.points * K;
+    ParallelFor(pool, CeilDiv(size, kReduceChunk), [&](int64_t chunk) {
+      const int64_t i0 = chunk * kReduceChunk, i1 = std::min(size, i0 + kReduceChunk);
+      for (int64_t i = i0; i < i1; ++i) {
+        T sum = parts[i];
+        for (int64_t b = 1; b < nblocks; ++b) sum = sum + parts[b * stride + i];
+        grad_grid[i] = sum;
+      }
     });
     return;
   }
-
-  BackwardPlan plan = PlanBackward(g, kT1, K * sizeof(S));
-  bool nearest_ranges = false;
-  if constexpr (kNearestStaged) {
-    nearest_ranges = PlanNearestRanges(g, NearestStagingRanges(g), &plan);
-  }
-  const int64_t bands = plan.bands;
-  BandLists<S> lists;
-  if (bands > 1 && !nearest_ranges) BuildBandLists<Fmt, K, kInterp>(pool, g, grid, bands, &lists);
-  // Nearest ranges: with several tasks per batch element, the points' tap
-  // offsets are computed once, for all of them.
-  std::unique_ptr<int32_t[]> nearest_offsets;
-  if constexpr (kNearestStaged) {
-    if (nearest_ranges && bands * plan.nblocks > 1) {
-      nearest_offsets.reset(new int32_t[std::max<int64_t>(1, n_batch * points)]);
-      constexpr int64_t kOffsetChunk = int64_t{1} << 14;
-      const int64_t chunks_per_n = CeilDiv(points, kOffsetChunk);
-      ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
-        const int64_t n = chunk / chunks_per_n;
-        const int64_t p_begin = (chunk % chunks_per_n) * kOffsetChunk;
-        NearestTapOffsetsAvx2F32<K>(g, grid, n, p_begin,
-                                    std::min(points, p_begin + kOffsetChunk),
-                                    nearest_offsets.get());
-      });
-    }
-  }
-
-  // grad_input is accumulated in place (S is T: the half types run the
-  // float32 kernel, half_precision.h).
-  static_assert(std::is_same_v<S, T>, "the CPU kernels store what they compute");
-  // Grid-gradient partials per (channel block, entry) unless there is one
-  // block and one band. Entries: those of the band lists, else the points.
-  const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size())
-                                    : n_batch * points;
-  const bool split_grid = need_gg && (plan.nblocks > 1 || bands > 1);
-  std::unique_ptr<T[]> gpart(
-      split_grid ? new T[plan.nblocks * std::max<int64_t>(1, entries * K)] : nullptr);
-
-  const int64_t spatial_per_band_row = K == 2 ? g.w : g.h * g.w;
-  ParallelFor(pool, n_batch * plan.nblocks * bands, [&](int64_t task) {
-    const int64_t band = task % bands;
-    const int64_t blk = (task / bands) % plan.nblocks;
-    const int64_t n = task / (bands * plan.nblocks);
-    const int64_t c_begin = blk * plan.cblock;
-    const int64_t c_end = std::min(channels, c_begin + plan.cblock);
-    const int64_t band_lo = BandStart(band, bands, band_axis);
-    const int64_t band_hi = BandStart(band + 1, bands, band_axis);
-    if (nearest_ranges) {
-      if constexpr (kNearestStaged) {
-        const NearestBackwardTask t{n, c_begin, c_end, NearestRangeStart(band, bands, plane),
-                                    NearestRangeStart(band + 1, bands, plane), grid,
-                                    nearest_offsets.get(), grad_out, grad_input};
-        if constexpr (kChannelsLast) {
-          NearestBackwardChannelsLastTaskAvx2F32<K>(g, t);
-        } else {
-          NearestBackwardTaskAvx2F32<K>(g, t);
+  ParallelFor(pool, g.n * CeilDiv(g.points, kBandChunk), [&](int64_t chunk) {
+    ForEachEntry(lists, g.points, plan.bands, chunk, [&](int64_t q, int64_t, int64_t e0,
+                                                          int64_t e1) {
+      const T* p0 = parts + e0 * K;
+      const T* p1 = e1 >= 0 ? parts + e1 * K : nullptr;
+      for (int a = 0; a < K; ++a) {
+        T sum = p1 != nullptr ? p0[a] + p1[a] : p0[a];
+        for (int64_t b = 1; b < nblocks; ++b) {
+          const T* b0 = p0 + b * stride;
+          sum = sum + (p1 != nullptr ? b0[a] + p1[b * stride + a] : b0[a]);
         }
+        grad_grid[q * K + a] = sum;
       }
-      return;
-    }
-    // Zero the owned region.
-    const int64_t s_begin = band_lo * spatial_per_band_row;
-    const int64_t s_end = band_hi * spatial_per_band_row;
-    if (!kChannelsLast) {
-      for (int64_t c = c_begin; c < c_end; ++c) {
-        T* row = grad_input + (n * channels + c) * plane;
-        std::fill(row + s_begin, row + s_end, T(0));
-      }
-    } else {
-      for (int64_t s = s_begin; s < s_end; ++s) {
-        T* row = grad_input + (n * plane + s) * channels;
-        std::fill(row + c_begin, row + c_end, T(0));
-      }
-    }
-    const int64_t* list = nullptr;
-    const S* list_coords = nullptr;
-    int64_t count = points, first_entry = n * points;
-    if (bands > 1) {
-      first_entry = lists.begin[n * bands + band];
-      list = lists.points.data() + first_entry;
-      list_coords = lists.coords.data() + first_entry * K;
-      count = lists.begin[n * bands + band + 1] - first_entry;
-    }
-    // Without split_grid there is one band (no list: entry j is point j)
-    // and one channel block.
-    S* gg_out = need_gg && !split_grid ? grad_grid + n * points * K : nullptr;
-    T* gg_part = split_grid ? gpart.get() + (blk * entries + first_entry) * K : nullptr;
-    process(n, c_begin, c_end, list, list_coords, 0, count, band_lo, band_hi, grad_input, gg_out,
-            gg_part);
+    });
   });
-
-  // Fixed-order finishing passes, split into element ranges.
-  constexpr int64_t kReduceChunk = 1 << 16;
-  if (split_grid && bands == 1) {
-    // Entries are points: add the blocks' partials in block order.
-    ParallelFor(pool, CeilDiv(grid_size, kReduceChunk), [&](int64_t chunk) {
-      const int64_t i0 = chunk * kReduceChunk;
-      const int64_t i1 = std::min(grid_size, i0 + kReduceChunk);
-      for (int64_t i = i0; i < i1; ++i) {
-        T sum = gpart[i];
-        for (int64_t b = 1; b < plan.nblocks; ++b) sum = sum + gpart[b * grid_size + i];
-        grad_grid[i] = Fmt::Store(sum);
-      }
-    });
-  } else if (split_grid) {
-    // Per point, in point order: its entry in its first band plus, if it
-    // straddles, its entry in the next band, per block, added in block
-    // order.
-    const int64_t nblocks = plan.nblocks, block_stride = entries * K;
-    const T* parts = gpart.get();
-    ParallelFor(pool, n_batch * CeilDiv(points, kBandChunk), [&](int64_t chunk) {
-      ForEachEntry(lists, points, bands, chunk, [&](int64_t q, int64_t, int64_t e0, int64_t e1) {
-        const T* p0 = parts + e0 * K;
-        const T* p1 = e1 >= 0 ? parts + e1 * K : nullptr;
-        for (int a = 0; a < K; ++a) {
-          T sum = p1 != nullptr ? p0[a] + p1[a] : p0[a];
-          for (int64_t b = 1; b < nblocks; ++b) {
-            const T* b0 = p0 + b * block_stride;
-            sum = sum + (p1 != nullptr ? b0[a] + p1[b * block_stride + a] : b0[a]);
-          }
-          grad_grid[q * K + a] = Fmt::Store(sum);
-        }
-      });
-    });
-  }
 }
 
-// The float32 or float64 kernel (dt) on the buffers; grad_input, grad_grid
-// may be null (not wanted).
+// Nearest float32 by ranges of plane elements (nearest_backward_avx2.h):
+// grad_input only (nearest has no grid gradient).
+template <int K>
+void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const BackwardPlan& plan,
+                           const BackwardArrays<float>& a) {
+  const int64_t bands = plan.bands, points = g.points;
+  // With several tasks per batch element, the points' tap offsets are
+  // computed once, for all of them.
+  std::unique_ptr<int32_t[]> offsets;
+  if (bands * plan.nblocks > 1) {
+    offsets.reset(new int32_t[std::max<int64_t>(1, g.n * points)]);
+    constexpr int64_t kOffsetChunk = int64_t{1} << 14;
+    const int64_t chunks_per_n = CeilDiv(points, kOffsetChunk);
+    ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
+      const int64_t n = chunk / chunks_per_n;
+      const int64_t p_begin = (chunk % chunks_per_n) * kOffsetChunk;
+      NearestTapOffsetsAvx2F32<K>(g, a.grid, n, p_begin, std::min(points, p_begin + kOffsetChunk),
+                                  offsets.get());
+    });
+  }
+  ParallelFor(pool, g.n * plan.nblocks * bands, [&](int64_t task) {
+    const int64_t band = task % bands, blk = (task / bands) % plan.nblocks;
+    const int64_t n = task / (bands * plan.nblocks);
+    const int64_t c_begin = blk * plan.cblock, c_end = std::min(g.c, c_begin + plan.cblock);
+    const NearestBackwardTask t{n, c_begin, c_end, NearestRangeStart(band, bands, g.plane),
+                                NearestRangeStart(band + 1, bands, g.plane), a.grid,
+                                offsets.get(), a.grad_out, a.grad_input};
+    if (g.channels_last) {
+      NearestBackwardChannelsLastTaskAvx2F32<K>(g, t);
+    } else {
+      NearestBackwardTaskAvx2F32<K>(g, t);
+    }
+  });
+}
+
+template <typename Fmt, int K, int kInterp, bool kChannelsLast>
+void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy strategy,
+                    const BackwardArrays<typename Fmt::Compute>& a) {
+  using T = typename Fmt::Compute;
+  static_assert(std::is_same_v<typename Fmt::Storage, T>, "the CPU kernels store what they compute");
+  constexpr int kT1 = gs::TapsPerAxis(kInterp);
+  constexpr int kTaps = TapBlock<T, K, kInterp>::kTaps;
+  constexpr int64_t kBlock = TapBlock<T, K, kInterp>::kBlock;
+  const int64_t points = g.points, grid_size = g.n * points * K;
+  const bool need_gg = a.grad_grid != nullptr && kInterp != gs::kNearest;
+  if (a.grad_grid != nullptr && !need_gg) std::fill(a.grad_grid, a.grad_grid + grid_size, T(0));
+  if (g.n == 0) return;
+  auto run = [&](const BackwardTask<T>& t) {
+    RunTask<Fmt, K, kInterp, kChannelsLast>(g, a, strategy, t);
+  };
+  const int64_t band_axis = BandAxisSize(g);
+  if (a.grad_input == nullptr) {
+    if (!need_gg) return;
+    // Grid gradient only: chunks of points, all channels.
+    const int64_t pts = PointsPerChunk(points, g.c, kTaps, kBlock);
+    const int64_t chunks_per_n = points == 0 ? 0 : CeilDiv(points, pts);
+    ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
+      const int64_t n = chunk / chunks_per_n, p_begin = (chunk % chunks_per_n) * pts;
+      const int64_t q = n * points + p_begin;
+      run({n, 0, g.c, 0, band_axis, nullptr, a.grid + q * K, p_begin,
+           std::min(points, p_begin + pts) - p_begin, nullptr, a.grad_grid + q * K});
+    });
+    return;
+  }
+  BackwardPlan plan = PlanBands(g, kT1, K * sizeof(T));
+  if constexpr (kInterp == gs::kNearest && std::is_same_v<T, float>) {
+    if (strategy == BackwardStrategy::kNearestRanges) {
+      PlanNearestRanges(g, &plan);
+      return NearestRangesBackward<K>(pool, g, plan, a);
+    }
+  }
+  const int64_t bands = plan.bands;
+  BandLists<T> lists;
+  if (bands > 1) BuildBandLists<Fmt, K, kInterp>(pool, g, a.grid, bands, &lists);
+  // Grid-gradient partials per (channel block, entry) unless there is one
+  // block and one band. Entries: those of the band lists, else the points.
+  const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size()) : g.n * points;
+  const bool split_grid = need_gg && (plan.nblocks > 1 || bands > 1);
+  std::unique_ptr<T[]> parts(
+      split_grid ? new T[plan.nblocks * std::max<int64_t>(1, entries * K)] : nullptr);
+  ParallelFor(pool, g.n * plan.nblocks * bands, [&](int64_t task) {
+    const int64_t band = task % bands, blk = (task / bands) % plan.nblocks;
+    const int64_t n = task / (bands * plan.nblocks);
+    const int64_t c_begin = blk * plan.cblock;
+    BackwardTask<T> t{n, c_begin, std::min(g.c, c_begin + plan.cblock),
+                      BandStart(band, bands, band_axis), BandStart(band + 1, bands, band_axis),
+                      nullptr, a.grid + n * points * K, 0, points, a.grad_input, nullptr};
+    ZeroOwnedRegion(g, t);
+    int64_t first_entry = n * points;
+    if (bands > 1) {
+      first_entry = lists.begin[n * bands + band];
+      t.list = lists.points.data() + first_entry;
+      t.coords = lists.coords.data() + first_entry * K;
+      t.count = lists.begin[n * bands + band + 1] - first_entry;
+    }
+    if (split_grid) {
+      t.grid_out = parts.get() + (blk * entries + first_entry) * K;
+    } else if (need_gg) {
+      t.grid_out = a.grad_grid + n * points * K;
+    }
+    run(t);
+  });
+  if (split_grid) ReduceGridPartials(pool, g, plan, lists, entries, parts.get(), a.grad_grid);
+}
+
+// The float32 or float64 kernel (dt) of `strategy` on the buffers;
+// grad_input, grad_grid may be null (not wanted).
 ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType dt,
-                         int64_t interpolation, const void* grad_output, const void* input,
-                         const void* grid, void* grad_input, void* grad_grid) {
+                         int64_t interpolation, BackwardStrategy strategy,
+                         const void* grad_output, const void* input, const void* grid,
+                         void* grad_input, void* grad_grid) {
   return Dispatch(dt, g.k, interpolation, g.channels_last,
                   [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
-                    using S = typename decltype(fmt)::Storage;
+                    using T = typename decltype(fmt)::Storage;
+                    const BackwardArrays<T> arrays{
+                        static_cast<const T*>(grad_output), static_cast<const T*>(input),
+                        static_cast<const T*>(grid), static_cast<T*>(grad_input),
+                        static_cast<T*>(grad_grid)};
                     BackwardKernel<decltype(fmt), decltype(k)::value, decltype(interp)::value,
-                                   decltype(cl)::value>(
-                        pool, g, static_cast<const S*>(grad_output), static_cast<const S*>(input),
-                        static_cast<const S*>(grid), static_cast<S*>(grad_input),
-                        static_cast<S*>(grad_grid));
+                                   decltype(cl)::value>(pool, g, strategy, arrays);
                     return ffi::Error::Success();
                   });
 }
@@ -497,7 +529,7 @@ ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType
 // Half precision (format H): the float32 kernel on widened copies.
 template <typename H>
 ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
-                        ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                        BackwardStrategy strategy, ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                         void* grad_input, void* grad_grid) {
   const int64_t input_size = input.element_count(), grid_size = grid.element_count();
   std::unique_ptr<float[]> wide_grad_output =
@@ -506,7 +538,7 @@ ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interp
   std::unique_ptr<float[]> wide_grid = Widen<H>(pool, grid.untyped_data(), grid_size);
   std::unique_ptr<float[]> wide_gi(grad_input != nullptr ? FloatBuffer(input_size) : nullptr);
   std::unique_ptr<float[]> wide_gg(grad_grid != nullptr ? FloatBuffer(grid_size) : nullptr);
-  if (ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation,
+  if (ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
                                      wide_grad_output.get(), wide_input.get(), wide_grid.get(),
                                      wide_gi.get(), wide_gg.get());
       !err.success()) {
@@ -518,10 +550,12 @@ ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interp
 }
 
 // float16 and bfloat16 run the float32 kernel (half_precision.h).
+// `strategy`: BackwardStrategy::kAuto (the production target) or one to
+// force (the test target), which must be able to take the call.
 ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
                         int64_t padding, bool align_corners, bool channels_last, bool input_mask,
-                        bool grid_mask) {
+                        bool grid_mask, int64_t strategy) {
   Geometry g;
   if (ffi::Error err = MakeGeometry(input, grid, interpolation, padding, align_corners,
                                     channels_last, &g);
@@ -541,22 +575,42 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
       !err.success()) {
     return err;
   }
+  BackwardStrategy chosen;
+  if (ffi::Error err =
+          ResolveBackwardStrategy(strategy, g, KernelDType(dt), interpolation, &chosen);
+      !err.success()) {
+    return err;
+  }
   switch (dt) {
     case ffi::DataType::F16:
-      return BackwardHalf<gs::F16Format>(pool, g, interpolation, grad_output, input, grid, gi_ptr,
-                                         gg_ptr);
+      return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input, grid,
+                                         gi_ptr, gg_ptr);
     case ffi::DataType::BF16:
-      return BackwardHalf<gs::BF16Format>(pool, g, interpolation, grad_output, input, grid,
-                                          gi_ptr, gg_ptr);
+      return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input,
+                                          grid, gi_ptr, gg_ptr);
     default:
-      return BackwardTyped(pool, g, dt, interpolation, grad_output.untyped_data(),
+      return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
                            input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
   }
+}
+
+ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                        ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
+                        int64_t padding, bool align_corners, bool channels_last, bool input_mask,
+                        bool grid_mask) {
+  return BackwardImpl(pool, grad_output, input, grid, results, interpolation, padding,
+                      align_corners, channels_last, input_mask, grid_mask,
+                      static_cast<int64_t>(BackwardStrategy::kAuto));
 }
 
 }  // namespace
 }  // namespace gs_cpu
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCpu, gs_cpu::BackwardImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCpu, gs_cpu::BackwardAuto,
                               gs_ffi::BindBackward(
                                   xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+// The same backward with the strategy forced (attribute "strategy"): for tests.
+XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCpuWithStrategy, gs_cpu::BackwardImpl,
+                              gs_ffi::BindBackward(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
+                                  .Attr<int64_t>("strategy"));

@@ -23,11 +23,6 @@
 #define GS_CPU_HAVE_AVX2_PATH 1
 #define GS_CPU_INLINE __attribute__((always_inline)) inline
 #define GS_CPU_INLINE_LAMBDA __attribute__((always_inline))
-#if defined(__clang__)
-#define GS_CPU_WIDE_TARGET "avx2,fma,avx512f,avx512vl,avx512bw,avx512dq"
-#else
-#define GS_CPU_WIDE_TARGET "avx2,fma,avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"
-#endif
 #else
 #define GS_CPU_HAVE_AVX2_PATH 0
 #define GS_CPU_INLINE inline
@@ -46,21 +41,8 @@ namespace ffi = xla::ffi;
 // Whether this CPU has AVX2 and FMA (false on other architectures).
 bool HasAvx2Fma();
 
-// Whether per-point coordinate loops (and the forward's sums over channels-last
-// input, SampleChannelsLastWide) should run at 512 bits (functions with
-// target(GS_CPU_WIDE_TARGET)): AVX-512 F, VL, BW, DQ and VBMI2, the last one
-// standing for the newer cores that run 512-bit vectors without the clock
-// penalty of the first AVX-512 cores. Implies HasAvx2Fma().
-// The environment variable kWideLoopsVariable set to "0" (read at the first
-// call) keeps them at AVX2 width; results are the same bits either way.
-bool PrefersWideLoops();
-inline constexpr const char* kWideLoopsVariable = "JAX_GRIDSAMPLE_CPU_WIDE_LOOPS";
-
-// "avx512", "avx2" or "baseline": the widest instruction set the float32
-// kernels use on this CPU (see HasAvx2Fma and PrefersWideLoops).
-inline const char* KernelInstructionSet() {
-  return PrefersWideLoops() ? "avx512" : HasAvx2Fma() ? "avx2" : "baseline";
-}
+// "avx2" or "baseline": the instruction set the float32 kernels use here.
+inline const char* KernelInstructionSet() { return HasAvx2Fma() ? "avx2" : "baseline"; }
 
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F16>, gs::F16Format::Storage>);
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::BF16>, gs::BF16Format::Storage>);
@@ -100,11 +82,13 @@ inline ffi::Error CheckShape(const char* name, const ffi::AnyBuffer& buf, ffi::D
 // contiguous in memory, are listed in `full`, the others in `part` (by tap
 // count), so that the channel loops need no per-tap branch. Blocks are large
 // because channel loops visit a whole input plane once per block.
+constexpr int BlockPoints(int taps) { return std::clamp(8192 / taps, 16, 2048); }
+
 template <typename T, int K, int kInterp>
 struct TapBlock {
   static constexpr int kT1 = gs::TapsPerAxis(kInterp);
   static constexpr int kTaps = K == 2 ? kT1 * kT1 : kT1 * kT1 * kT1;
-  static constexpr int kBlock = std::clamp(8192 / kTaps, 16, 2048);
+  static constexpr int kBlock = BlockPoints(kTaps);
   // Pass 1 of FillTaps, per axis a, tap i, point b: index (-1: out of
   // range), weight, its derivative, and the coordinate chain factor
   // d(padded coordinate)/d(normalized coordinate).
@@ -378,6 +362,21 @@ inline int64_t PointsPerChunk(int64_t points, int64_t channels, int taps, int bl
 // float32 kernels, half_precision.h) x spatial rank x interpolation x layout.
 // `f` is called as f(Fmt{}, integral_constant<int, K>, integral_constant<int,
 // Interp>, integral_constant<bool, ChannelsLast>) and returns ffi::Error.
+// Calls f(integral_constant<int, K>, integral_constant<int, Interp>) for
+// spatial rank k (2 or 3) and `interpolation` (validated: bicubic is the last).
+template <typename F>
+void DispatchKernel(int k, int64_t interpolation, F&& f) {
+  auto with_k = [&](auto kc) {
+    switch (interpolation) {
+      case gs::kBilinear: return f(kc, std::integral_constant<int, gs::kBilinear>{});
+      case gs::kNearest: return f(kc, std::integral_constant<int, gs::kNearest>{});
+      default: return f(kc, std::integral_constant<int, gs::kBicubic>{});
+    }
+  };
+  if (k == 2) return with_k(std::integral_constant<int, 2>{});
+  with_k(std::integral_constant<int, 3>{});
+}
+
 template <typename Fmt, int K, typename F>
 ffi::Error DispatchModes(int64_t interpolation, bool channels_last, F&& f) {
   auto with_layout = [&](auto interp) -> ffi::Error {

@@ -1,9 +1,9 @@
-// XLA FFI CPU handler: grid_sample forward.
+// XLA FFI CPU handler: grid_sample forward, by the strategy strategies.h
+// chooses (or the test target forces).
 //
 // Work is split over (batch element, chunk of output points); each chunk
-// computes the taps of a block of points once and then loops over channels:
-// contiguous output rows per channel (NCHW) or contiguous channel vectors per
-// tap (channels last). Every output element is written by exactly one chunk.
+// computes the taps of a block of points once and then loops over channels.
+// Every output element is written by exactly one task.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -15,36 +15,58 @@
 #include "grid_sample_cpu.h"
 #include "half_precision.h"
 #include "parallel.h"
+#include "strategies.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_cpu {
 namespace {
 
-// Channels-first float32 through channels-last copies of the input (see
-// grid_sample_avx2.h): one task per batch element copies it into a buffer of
-// its own, which stays in the core's cache (up to kMaxCopyBytes), and then
-// samples all of its points from there (rather than copying the next
-// element while sampling one, which costs more). Returns false, having
-// written nothing, when the copy would be larger, or the batch too small to
-// keep the threads busy.
-bool ForwardViaChannelsLast(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
-                            const float* input, const float* grid, float* output) {
-  constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
-  const int64_t floats = ViaChannelsLastBufferFloats(g);
-  if (!ElementsKeepThreadsBusy(pool.num_threads(), g) || floats * 4 > kMaxCopyBytes) return false;
-  ParallelFor(pool, g.n, [&](int64_t n) {
-    std::unique_ptr<float[]> buffer(new (std::nothrow) float[floats]);
-    if (buffer != nullptr) {
-      ForwardViaChannelsLastAvx2F32(g, interpolation, input, grid, output, n, buffer.get());
-    } else {  // no memory for the copy: the gather path (the same results)
-      ForwardChunkAvx2F32(g, interpolation, input, grid, output, n, 0, g.points);
-    }
-  });
-  return true;
+// A batch element per task where the pairs or the tile sampler read whole
+// planes at random and that keeps the threads busy (each core's cache then
+// holds its own element's pixels), else chunks of points.
+int64_t Avx2PointsPerTask(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                          ForwardStrategy strategy) {
+  const bool whole = (strategy == ForwardStrategy::kTiles || SamplesPairs(g, interpolation)) &&
+                     ElementsKeepThreadsBusy(pool.num_threads(), g);
+  const int taps = gs::TapsPerPoint(g.k, static_cast<int>(interpolation));
+  return whole ? g.points : PointsPerChunk(g.points, g.c, taps, BlockPoints(taps));
 }
 
+// The float32 AVX2 strategies (grid_sample_avx2.h).
+void ForwardAvx2(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                 ForwardStrategy strategy, const float* input, const float* grid,
+                 float* output) {
+  if (strategy == ForwardStrategy::kTilesViaCopy) {
+    // One task per batch element copies it into a buffer of its own, which
+    // stays in the core's cache, and samples all of its points from there.
+    const int64_t floats = ViaChannelsLastBufferFloats(g);
+    ParallelFor(pool, g.n, [&](int64_t n) {
+      std::unique_ptr<float[]> buffer(new (std::nothrow) float[floats]);
+      if (buffer != nullptr) {
+        ForwardViaChannelsLastAvx2F32(g, interpolation, input, grid, output, n, buffer.get());
+      } else {  // no memory for the copy: the gather strategy (the same results)
+        ForwardChunkAvx2F32(g, interpolation, input, grid, output, n, 0, g.points);
+      }
+    });
+    return;
+  }
+  const int64_t per_task = Avx2PointsPerTask(pool, g, interpolation, strategy);
+  const int64_t tasks_per_n = CeilDiv(g.points, per_task);
+  ParallelFor(pool, g.n * tasks_per_n, [&](int64_t task) {
+    const int64_t n = task / tasks_per_n;
+    const int64_t p_begin = (task % tasks_per_n) * per_task;
+    const int64_t p_end = std::min(g.points, p_begin + per_task);
+    if (strategy == ForwardStrategy::kTiles) {
+      ForwardChannelsLastChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
+    } else {
+      ForwardChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
+    }
+  });
+}
+
+// The portable strategy: any dtype, any CPU.
 template <typename Fmt, int K, int kInterp, bool kChannelsLast>
-void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
+void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g,
                    const typename Fmt::Storage* input, const typename Fmt::Storage* grid,
                    typename Fmt::Storage* output) {
   using S = typename Fmt::Storage;
@@ -57,43 +79,6 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
 
   const int64_t pts_per_chunk = PointsPerChunk(points, channels, kTaps, kBlock);
   const int64_t chunks_per_n = CeilDiv(points, pts_per_chunk);
-
-  if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
-    if (HasAvx2Fma() && Avx2PathFits(g)) {
-      if (ViaChannelsLastPays(g, kInterp) &&
-          ForwardViaChannelsLast(pool, g, kInterp, input, grid, output)) {
-        return;
-      }
-      // Channels-last input sampled in place, and bilinear pairs: a whole
-      // batch element per task where that keeps the threads busy, so that
-      // each core's cache holds the pixels of its own element (split into
-      // chunks, both cores read the same element at once; and each chunk of
-      // pairs reads every plane of the element again).
-      const bool whole =
-          (SamplesChannelsLastInPlace(g, kInterp) || SamplesPairs(g, kInterp)) &&
-          ElementsKeepThreadsBusy(pool.num_threads(), g);
-      const int64_t avx2_pts = whole ? points : pts_per_chunk;
-      const int64_t avx2_chunks = CeilDiv(points, avx2_pts);
-      // Pairs from planes that overflow a core's L2: each thread takes a
-      // share of the planes (PairPartsPerElement), so that the planes it
-      // reads stay in its L2 (in chunks of points, every thread would read
-      // all the planes).
-      const int64_t parts = whole ? 1 : PairPartsPerElement(g, kInterp, pool.num_threads());
-      if (parts > 1) {
-        ParallelFor(pool, n_batch * parts, [&](int64_t task) {
-          ForwardPartAvx2F32(g, kInterp, input, grid, output, task / parts, task % parts, parts);
-        });
-        return;
-      }
-      ParallelFor(pool, n_batch * avx2_chunks, [&](int64_t chunk) {
-        const int64_t n = chunk / avx2_chunks;
-        const int64_t p_begin = (chunk % avx2_chunks) * avx2_pts;
-        const int64_t p_end = std::min(points, p_begin + avx2_pts);
-        ForwardChunkAvx2F32(g, kInterp, input, grid, output, n, p_begin, p_end);
-      });
-      return;
-    }
-  }
 
   ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
     const int64_t n = chunk / chunks_per_n;
@@ -153,17 +138,23 @@ void ForwardKernel(ffi::ThreadPool& pool, const Geometry& g,
   });
 }
 
-// The float32 or float64 kernel (dt) on the buffers.
+// The float32 or float64 kernel (dt) of `strategy` on the buffers.
 ffi::Error ForwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType dt,
-                        int64_t interpolation, const void* input, const void* grid,
-                        void* output) {
+                        int64_t interpolation, ForwardStrategy strategy, const void* input,
+                        const void* grid, void* output) {
+  if (g.n == 0 || g.c == 0 || g.points == 0) return ffi::Error::Success();
+  if (strategy != ForwardStrategy::kPortable) {
+    ForwardAvx2(pool, g, interpolation, strategy, static_cast<const float*>(input),
+                static_cast<const float*>(grid), static_cast<float*>(output));
+    return ffi::Error::Success();
+  }
   return Dispatch(dt, g.k, interpolation, g.channels_last,
                   [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
                     using S = typename decltype(fmt)::Storage;
-                    ForwardKernel<decltype(fmt), decltype(k)::value, decltype(interp)::value,
-                                  decltype(cl)::value>(pool, g, static_cast<const S*>(input),
-                                                       static_cast<const S*>(grid),
-                                                       static_cast<S*>(output));
+                    ForwardPortable<decltype(fmt), decltype(k)::value, decltype(interp)::value,
+                                    decltype(cl)::value>(pool, g, static_cast<const S*>(input),
+                                                         static_cast<const S*>(grid),
+                                                         static_cast<S*>(output));
                     return ffi::Error::Success();
                   });
 }
@@ -171,12 +162,13 @@ ffi::Error ForwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType 
 // Half precision (format H): the float32 kernel on widened copies.
 template <typename H>
 ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
-                       ffi::AnyBuffer input, ffi::AnyBuffer grid, ffi::AnyBuffer output) {
+                       ForwardStrategy strategy, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                       ffi::AnyBuffer output) {
   std::unique_ptr<float[]> wide_input = Widen<H>(pool, input.untyped_data(), input.element_count());
   std::unique_ptr<float[]> wide_grid = Widen<H>(pool, grid.untyped_data(), grid.element_count());
   std::unique_ptr<float[]> wide_output = FloatBuffer(output.element_count());
-  if (ffi::Error err = ForwardTyped(pool, g, ffi::DataType::F32, interpolation, wide_input.get(),
-                                    wide_grid.get(), wide_output.get());
+  if (ffi::Error err = ForwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
+                                    wide_input.get(), wide_grid.get(), wide_output.get());
       !err.success()) {
     return err;
   }
@@ -184,9 +176,11 @@ ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpo
   return ffi::Error::Success();
 }
 
+// `strategy`: ForwardStrategy::kAuto (the production target) or one to force
+// (the test target), which must be able to take the call.
 ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
-                       bool align_corners, bool channels_last) {
+                       bool align_corners, bool channels_last, int64_t strategy) {
   Geometry g;
   if (ffi::Error err = MakeGeometry(input, grid, interpolation, padding, align_corners,
                                     channels_last, &g);
@@ -199,20 +193,39 @@ ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
       !err.success()) {
     return err;
   }
-  switch (input.element_type()) {
+  const ffi::DataType dt = input.element_type();
+  ForwardStrategy chosen;
+  if (ffi::Error err = ResolveForwardStrategy(strategy, g, KernelDType(dt), interpolation,
+                                              pool.num_threads(), &chosen);
+      !err.success()) {
+    return err;
+  }
+  switch (dt) {
     case ffi::DataType::F16:
-      return ForwardHalf<gs::F16Format>(pool, g, interpolation, input, grid, *output);
+      return ForwardHalf<gs::F16Format>(pool, g, interpolation, chosen, input, grid, *output);
     case ffi::DataType::BF16:
-      return ForwardHalf<gs::BF16Format>(pool, g, interpolation, input, grid, *output);
+      return ForwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, input, grid, *output);
     default:
-      return ForwardTyped(pool, g, input.element_type(), interpolation, input.untyped_data(),
+      return ForwardTyped(pool, g, dt, interpolation, chosen, input.untyped_data(),
                           grid.untyped_data(), output->untyped_data());
   }
+}
+
+ffi::Error ForwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                       ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
+                       bool align_corners, bool channels_last) {
+  return ForwardImpl(pool, input, grid, output, interpolation, padding, align_corners,
+                     channels_last, static_cast<int64_t>(ForwardStrategy::kAuto));
 }
 
 }  // namespace
 }  // namespace gs_cpu
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCpu, gs_cpu::ForwardImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCpu, gs_cpu::ForwardAuto,
                               gs_ffi::BindForward(
                                   xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+// The same forward with the strategy forced (attribute "strategy"): for tests.
+XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCpuWithStrategy, gs_cpu::ForwardImpl,
+                              gs_ffi::BindForward(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
+                                  .Attr<int64_t>("strategy"));

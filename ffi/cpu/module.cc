@@ -8,6 +8,8 @@
 extern "C" {
 XLA_FFI_Error* GridSampleForwardCpu(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleBackwardCpu(XLA_FFI_CallFrame* call_frame);
+XLA_FFI_Error* GridSampleForwardCpuWithStrategy(XLA_FFI_CallFrame* call_frame);
+XLA_FFI_Error* GridSampleBackwardCpuWithStrategy(XLA_FFI_CallFrame* call_frame);
 }
 
 namespace nb = nanobind;
@@ -17,11 +19,15 @@ NB_MODULE(_cpu_kernels, m) {
   m.def(
       "registrations",
       []() {
-        return gs::FfiRegistrations({{"jax_gridsample_forward", GridSampleForwardCpu},
-                                     {"jax_gridsample_backward", GridSampleBackwardCpu}});
+        // The *_with_strategy targets force a strategy (strategies.h): for tests.
+        return gs::FfiRegistrations(
+            {{"jax_gridsample_forward", GridSampleForwardCpu},
+             {"jax_gridsample_backward", GridSampleBackwardCpu},
+             {"jax_gridsample_forward_with_strategy", GridSampleForwardCpuWithStrategy},
+             {"jax_gridsample_backward_with_strategy", GridSampleBackwardCpuWithStrategy}});
       },
       "Returns {ffi_target_name: PyCapsule of the XLA FFI handler}.");
   m.def(
       "instruction_set", []() { return gs_cpu::KernelInstructionSet(); },
-      "The widest instruction set the float32 kernels use here: avx512, avx2 or baseline.");
+      "The widest instruction set the float32 kernels use here: avx2 or baseline.");
 }

@@ -84,9 +84,7 @@ struct SoaTaps {
 // Taps of one axis for `cnt` points (coordinate stride K); padding and
 // align_corners are constants here so that the loop has no branches left.
 // With kDmult, also each point's chain factor d(padded coordinate) /
-// d(normalized coordinate) in dm (the backward's). Inlined into AxisSoa
-// (AVX2) and AxisSoaWide (512-bit vectors, see PrefersWideLoops): the same
-// IEEE operations in the same order, so the same bits.
+// d(normalized coordinate) in dm (the backward's).
 template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult, bool kModerate>
 GS_CPU_INLINE void AxisSoaLoop(const float* __restrict coord, int cnt, int64_t size,
                                int32_t (*__restrict ix)[kB], float (*__restrict wx)[kB],
@@ -104,10 +102,12 @@ GS_CPU_INLINE void AxisSoaLoop(const float* __restrict coord, int cnt, int64_t s
   }
 }
 
-template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult>
-GS_CPU_INLINE void AxisSoaBody(const float* __restrict coord, int cnt, int64_t size,
-                               int32_t (*__restrict ix)[kB], float (*__restrict wx)[kB],
-                               float* __restrict dm) {
+template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
+__attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restrict coord,
+                                                          int cnt, int64_t size,
+                                                          int32_t (*__restrict ix)[kB],
+                                                          float (*__restrict wx)[kB],
+                                                          float* __restrict dm = nullptr) {
   // Reflection needs a library fmod for huge coordinates, which keeps the
   // loop scalar; blocks without any take the vectorizable form.
   bool moderate = true;
@@ -121,24 +121,8 @@ GS_CPU_INLINE void AxisSoaBody(const float* __restrict coord, int cnt, int64_t s
   }
 }
 
-template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
-__attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restrict coord,
-                                                          int cnt, int64_t size,
-                                                          int32_t (*__restrict ix)[kB],
-                                                          float (*__restrict wx)[kB],
-                                                          float* __restrict dm = nullptr) {
-  AxisSoaBody<K, kInterp, kPad, kAlign, kB, kDmult>(coord, cnt, size, ix, wx, dm);
-}
-
-template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
-__attribute__((target(GS_CPU_WIDE_TARGET), flatten)) void AxisSoaWide(
-    const float* __restrict coord, int cnt, int64_t size, int32_t (*__restrict ix)[kB],
-    float (*__restrict wx)[kB], float* __restrict dm = nullptr) {
-  AxisSoaBody<K, kInterp, kPad, kAlign, kB, kDmult>(coord, cnt, size, ix, wx, dm);
-}
-
 // Whether the loops over all K axes of `cnt` points may take the
-// vectorizable form (see AxisSoaBody): always, but for reflection with a
+// vectorizable form (see AxisSoa): always, but for reflection with a
 // coordinate that is not moderate on some axis.
 template <int K, int kPad>
 GS_CPU_INLINE bool AxesModerate(const float* __restrict grid, int cnt, const int64_t* sizes) {
@@ -185,29 +169,15 @@ GS_CPU_INLINE int32_t NearestOffsetsLoop(const float* __restrict grid, int cnt,
 }
 
 // NearestOffsetsLoop for a block, reflection's coordinates checked first
-// (see AxisSoaBody).
-template <int K, int kPad, bool kAlign, typename Safe>
-GS_CPU_INLINE int32_t NearestOffsetsBody(const float* __restrict grid, int cnt,
-                                         const int64_t* sizes, int32_t* __restrict off,
-                                         Safe* __restrict off_safe) {
-  if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
-    return NearestOffsetsLoop<K, kPad, kAlign, true>(grid, cnt, sizes, off, off_safe);
-  }
-  return NearestOffsetsLoop<K, kPad, kAlign, false>(grid, cnt, sizes, off, off_safe);
-}
-
+// (see AxisSoa).
 template <int K, int kPad, bool kAlign, typename Safe>
 __attribute__((target("avx2,fma"), flatten)) int32_t NearestOffsets(
     const float* __restrict grid, int cnt, const int64_t* sizes, int32_t* __restrict off,
     Safe* __restrict off_safe) {
-  return NearestOffsetsBody<K, kPad, kAlign>(grid, cnt, sizes, off, off_safe);
-}
-
-template <int K, int kPad, bool kAlign, typename Safe>
-__attribute__((target(GS_CPU_WIDE_TARGET), flatten)) int32_t NearestOffsetsWide(
-    const float* __restrict grid, int cnt, const int64_t* sizes, int32_t* __restrict off,
-    Safe* __restrict off_safe) {
-  return NearestOffsetsBody<K, kPad, kAlign>(grid, cnt, sizes, off, off_safe);
+  if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
+    return NearestOffsetsLoop<K, kPad, kAlign, true>(grid, cnt, sizes, off, off_safe);
+  }
+  return NearestOffsetsLoop<K, kPad, kAlign, false>(grid, cnt, sizes, off, off_safe);
 }
 
 // Whether the nearest safe offsets of planes like g's fit 16 bits (then
@@ -217,7 +187,7 @@ inline bool NarrowSafeOffsets(const Geometry& g) { return g.plane <= 65536; }
 // The nearest tables of SoaTaps (off[0], the safe offsets, all_in) for
 // `cnt` points, in one pass (NearestOffsetsLoop), with no per-axis tables
 // written and read back by further loops. No weights: a nearest tap's is 1.
-template <bool kWide, int K>
+template <int K>
 GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, const Geometry& g,
                                       SoaTaps<K, gs::kNearest>* __restrict st) {
   const int64_t sizes[3] = {g.w, g.h, g.d};
@@ -227,11 +197,7 @@ GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, con
     constexpr int kPad = static_cast<int>(decltype(pad)::value);
     constexpr bool kAlign = decltype(align)::value;
     auto fill = [&](auto* safe) {
-      if constexpr (kWide) {
-        return NearestOffsetsWide<K, kPad, kAlign>(grid, cnt, sizes, st->off[0], safe);
-      } else {
-        return NearestOffsets<K, kPad, kAlign>(grid, cnt, sizes, st->off[0], safe);
-      }
+      return NearestOffsets<K, kPad, kAlign>(grid, cnt, sizes, st->off[0], safe);
     };
     lowest = narrow ? fill(st->off_safe16) : fill(st->off_safe);
   });
@@ -287,28 +253,14 @@ GS_CPU_INLINE void PairAxesLoop(const float* __restrict grid, int cnt, const int
 }
 
 template <int K, int kPad, bool kAlign, int kB, bool kIndices>
-GS_CPU_INLINE void PairAxesBody(const float* __restrict grid, int cnt, const int64_t* sizes,
-                                int32_t (*__restrict ix)[2][kB], float (*__restrict pw)[2][kB],
-                                int32_t* __restrict off) {
+__attribute__((target("avx2,fma"), flatten)) void PairAxes(
+    const float* __restrict grid, int cnt, const int64_t* sizes, int32_t (*__restrict ix)[2][kB],
+    float (*__restrict pw)[2][kB], int32_t* __restrict off) {
   if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
     PairAxesLoop<K, kPad, kAlign, kB, kIndices, true>(grid, cnt, sizes, ix, pw, off);
   } else {
     PairAxesLoop<K, kPad, kAlign, kB, kIndices, false>(grid, cnt, sizes, ix, pw, off);
   }
-}
-
-template <int K, int kPad, bool kAlign, int kB, bool kIndices>
-__attribute__((target("avx2,fma"), flatten)) void PairAxes(
-    const float* __restrict grid, int cnt, const int64_t* sizes, int32_t (*__restrict ix)[2][kB],
-    float (*__restrict pw)[2][kB], int32_t* __restrict off) {
-  PairAxesBody<K, kPad, kAlign, kB, kIndices>(grid, cnt, sizes, ix, pw, off);
-}
-
-template <int K, int kPad, bool kAlign, int kB, bool kIndices>
-__attribute__((target(GS_CPU_WIDE_TARGET), flatten)) void PairAxesWide(
-    const float* __restrict grid, int cnt, const int64_t* sizes, int32_t (*__restrict ix)[2][kB],
-    float (*__restrict pw)[2][kB], int32_t* __restrict off) {
-  PairAxesBody<K, kPad, kAlign, kB, kIndices>(grid, cnt, sizes, ix, pw, off);
 }
 
 // PairAxesLoop for `cnt` (<= kB) points of `grid`; entries [cnt,
@@ -325,13 +277,8 @@ void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
   DispatchPadding(g, [&](auto pad, auto align) {
     constexpr int kPad = static_cast<int>(decltype(pad)::value);
     constexpr bool kAlign = decltype(align)::value;
-    if (PrefersWideLoops()) {
-      PairAxesWide<K, kPad, kAlign, kStride, kIndices>(grid, cnt, sizes, st->ax, st->pair_aw,
-                                                       st->pair_off);
-    } else {
-      PairAxes<K, kPad, kAlign, kStride, kIndices>(grid, cnt, sizes, st->ax, st->pair_aw,
-                                                   st->pair_off);
-    }
+    PairAxes<K, kPad, kAlign, kStride, kIndices>(grid, cnt, sizes, st->ax, st->pair_aw,
+                                                 st->pair_off);
   });
   for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
     st->pair_off[b] = 0;
@@ -344,14 +291,18 @@ void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
   }
 }
 
-// The body of FillSoaTaps, inlined into its AVX2 and its 512-bit version.
-template <bool kWide, int K, int kInterp>
-GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const Geometry& g,
-                                   SoaTaps<K, kInterp>* __restrict st) {
+// Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
+// entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
+// Nearest fills only its per-tap tables (FillNearestOffsets); the bilinear
+// pair sampler has its own (FillPairAxes).
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict grid, int cnt,
+                                                     const Geometry& g,
+                                                     SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
   constexpr int kT1 = ST::kT1;
   if constexpr (kInterp == gs::kNearest) {
-    FillNearestOffsets<kWide, K>(grid, cnt, g, st);
+    FillNearestOffsets<K>(grid, cnt, g, st);
     return;
   }
   const int64_t sizes[3] = {g.w, g.h, g.d};
@@ -362,11 +313,7 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
     DispatchPadding(g, [&](auto pad, auto align) {
       constexpr int kPad = static_cast<int>(decltype(pad)::value);
       constexpr bool kAlign = decltype(align)::value;
-      if constexpr (kWide) {
-        AxisSoaWide<K, kInterp, kPad, kAlign, kStride>(coord, cnt, size, st->ax[a], st->aw[a]);
-      } else {
-        AxisSoa<K, kInterp, kPad, kAlign, kStride>(coord, cnt, size, st->ax[a], st->aw[a]);
-      }
+      AxisSoa<K, kInterp, kPad, kAlign, kStride>(coord, cnt, size, st->ax[a], st->aw[a]);
     });
   }
   for (int a = 0; a < K; ++a) {
@@ -411,35 +358,6 @@ GS_CPU_INLINE void FillSoaTapsBody(const float* __restrict grid, int cnt, const 
         }
       }
     }
-  }
-}
-
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillSoaTapsAvx2(const float* __restrict grid, int cnt,
-                                                         const Geometry& g,
-                                                         SoaTaps<K, kInterp>* __restrict st) {
-  FillSoaTapsBody<false, K, kInterp>(grid, cnt, g, st);
-}
-
-template <int K, int kInterp>
-__attribute__((target(GS_CPU_WIDE_TARGET))) void FillSoaTapsWide(
-    const float* __restrict grid, int cnt, const Geometry& g,
-    SoaTaps<K, kInterp>* __restrict st) {
-  FillSoaTapsBody<true, K, kInterp>(grid, cnt, g, st);
-}
-
-// Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
-// entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
-// Nearest fills only its per-tap tables (FillNearestOffsets); the bilinear
-// pair sampler has its own (FillPairAxes). With 512-bit vectors where the
-// CPU prefers them (PrefersWideLoops): twice the points per instruction.
-template <int K, int kInterp>
-void FillSoaTaps(const float* __restrict grid, int cnt, const Geometry& g,
-                 SoaTaps<K, kInterp>* __restrict st) {
-  if (PrefersWideLoops()) {
-    FillSoaTapsWide<K, kInterp>(grid, cnt, g, st);
-  } else {
-    FillSoaTapsAvx2<K, kInterp>(grid, cnt, g, st);
   }
 }
 

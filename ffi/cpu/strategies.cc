@@ -1,0 +1,116 @@
+// The strategy choosers; see strategies.h.
+#include "strategies.h"
+
+#include <cstdint>
+#include <string>
+
+#include "grid_sample_avx2.h"
+#include "grid_sample_cpu.h"
+#include "nearest_backward_avx2.h"
+
+namespace gs_cpu {
+namespace {
+
+// Float32 with AVX2 + FMA and int32 plane offsets.
+bool Avx2Takes(const Geometry& g, ffi::DataType dt) {
+  return dt == ffi::DataType::F32 && HasAvx2Fma() && Avx2PathFits(g);
+}
+
+// The largest channels-last copy of a batch element kTilesViaCopy makes
+// when chosen: it should stay in a core's cache.
+constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
+
+}  // namespace
+
+bool ForwardCanTake(ForwardStrategy strategy, const Geometry& g, ffi::DataType dt) {
+  switch (strategy) {
+    case ForwardStrategy::kPortable: return true;
+    case ForwardStrategy::kGather: return Avx2Takes(g, dt);
+    // In place, the pixel stride is the channel count: whole vectors of 8, or one of 4.
+    case ForwardStrategy::kTiles:
+      return Avx2Takes(g, dt) && g.channels_last && (g.c % 8 == 0 || g.c == 4);
+    case ForwardStrategy::kTilesViaCopy: return Avx2Takes(g, dt) && !g.channels_last;
+    default: return false;
+  }
+}
+
+ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t interpolation,
+                              int64_t threads) {
+  if (!Avx2Takes(g, dt)) return ForwardStrategy::kPortable;
+  if (g.channels_last) {
+    return SamplesChannelsLastInPlace(g, interpolation) ? ForwardStrategy::kTiles
+                                                        : ForwardStrategy::kGather;
+  }
+  // The copy takes one task per batch element: only where that keeps the
+  // threads busy.
+  if (ViaChannelsLastPays(g, interpolation) && ElementsKeepThreadsBusy(threads, g) &&
+      ViaChannelsLastBufferFloats(g) * 4 <= kMaxCopyBytes) {
+    return ForwardStrategy::kTilesViaCopy;
+  }
+  return ForwardStrategy::kGather;
+}
+
+// The error of a strategy that cannot take the call.
+ffi::Error Refused(const char* direction, int64_t requested, const Geometry& g,
+                   ffi::DataType dt) {
+  return InvalidArgument("attribute strategy " + std::to_string(requested) +
+                         " cannot compute this " + direction + " (" + DTypeName(dt) + ", " +
+                         (g.channels_last ? "channels last" : "channels first") + ")");
+}
+
+ffi::Error ResolveForwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
+                                  int64_t interpolation, int64_t threads,
+                                  ForwardStrategy* chosen) {
+  if (requested == static_cast<int64_t>(ForwardStrategy::kAuto)) {
+    *chosen = ChooseForward(g, dt, interpolation, threads);
+    return ffi::Error::Success();
+  }
+  const auto strategy = static_cast<ForwardStrategy>(requested);
+  if (requested < 0 || requested > 3 || !ForwardCanTake(strategy, g, dt)) {
+    return Refused("forward", requested, g, dt);
+  }
+  *chosen = strategy;
+  return ffi::Error::Success();
+}
+
+bool BackwardCanTake(BackwardStrategy strategy, const Geometry& g, ffi::DataType dt,
+                     int64_t interpolation) {
+  switch (strategy) {
+    case BackwardStrategy::kPortable: return true;
+    case BackwardStrategy::kBilinearBlock:
+      return Avx2Takes(g, dt) && g.k == 2 && interpolation == gs::kBilinear && !g.channels_last;
+    case BackwardStrategy::kNearestRanges:
+      return Avx2Takes(g, dt) && interpolation == gs::kNearest;
+    case BackwardStrategy::kChannelsLastAvx2: return Avx2Takes(g, dt) && g.channels_last;
+    default: return false;
+  }
+}
+
+BackwardStrategy ChooseBackward(const Geometry& g, ffi::DataType dt, int64_t interpolation) {
+  if (!Avx2Takes(g, dt)) return BackwardStrategy::kPortable;
+  // Each range's task reads all the points' grad_output: more than two
+  // ranges (planes whose 8 channels overflow the staging copy) do not pay.
+  if (interpolation == gs::kNearest && NearestStagingRanges(g) <= 2) {
+    return BackwardStrategy::kNearestRanges;
+  }
+  if (BackwardCanTake(BackwardStrategy::kBilinearBlock, g, dt, interpolation)) {
+    return BackwardStrategy::kBilinearBlock;
+  }
+  return g.channels_last ? BackwardStrategy::kChannelsLastAvx2 : BackwardStrategy::kPortable;
+}
+
+ffi::Error ResolveBackwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
+                                   int64_t interpolation, BackwardStrategy* chosen) {
+  if (requested == static_cast<int64_t>(BackwardStrategy::kAuto)) {
+    *chosen = ChooseBackward(g, dt, interpolation);
+    return ffi::Error::Success();
+  }
+  const auto strategy = static_cast<BackwardStrategy>(requested);
+  if (requested < 0 || requested > 3 || !BackwardCanTake(strategy, g, dt, interpolation)) {
+    return Refused("backward", requested, g, dt);
+  }
+  *chosen = strategy;
+  return ffi::Error::Success();
+}
+
+}  // namespace gs_cpu

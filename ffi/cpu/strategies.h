@@ -1,0 +1,68 @@
+// Which kernel computes a call: the strategies of each direction, what each
+// can take, and the one function per direction that chooses among them from
+// the call's shapes, dtype, mode and layout (and the thread count, for how
+// the work splits).
+//
+// kPortable runs everywhere, every dtype. The others are float32 with AVX2 +
+// FMA (x86-64, chosen at run time), each with a portable twin it matches:
+// the forward's AVX2 strategies give bitwise the same output as each other;
+// the backward's give grad_input bitwise as kPortable does, and the grid
+// gradient too but for kBilinearBlock's points with a tap out of range
+// (bilinear_backward_avx2.h).
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_STRATEGIES_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_STRATEGIES_H_
+
+#include <cstdint>
+
+#include "grid_sample_cpu.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace gs_cpu {
+
+// Values of the test target's "strategy" attribute; kAuto lets the chooser
+// pick (the production target).
+enum class ForwardStrategy : int64_t {
+  kAuto = -1,
+  kPortable = 0,     // tap tables per block of points, plain loops (any dtype)
+  kGather = 1,       // per channel, 8 points at a time: gathers, or pairs of floats (bilinear)
+                     // and plain loads (nearest); channels last, per point
+  kTiles = 2,        // channels-last input read in place, a pixel's channels as vectors
+  kTilesViaCopy = 3, // channels-first input copied channels-last per batch element, then kTiles
+};
+
+enum class BackwardStrategy : int64_t {
+  kAuto = -1,
+  kPortable = 0,         // tap tables per block of points, plain loops (any dtype)
+  kBilinearBlock = 1,    // 2D bilinear channels first: per-axis tables, AVX2 loops
+  kNearestRanges = 2,    // nearest: tasks own ranges of plane elements, staged vector adds
+  kChannelsLastAvx2 = 3, // channels last: kPortable's blocks, channel runs in AVX2
+};
+
+// The dtype the kernels compute in: float16 and bfloat16 run float32's
+// (half_precision.h).
+inline ffi::DataType KernelDType(ffi::DataType dt) {
+  return dt == ffi::DataType::F16 || dt == ffi::DataType::BF16 ? ffi::DataType::F32 : dt;
+}
+
+// Whether `strategy` can compute this call (kernel dtype `dt`).
+bool ForwardCanTake(ForwardStrategy strategy, const Geometry& g, ffi::DataType dt);
+
+// The strategy the production target runs.
+ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t interpolation,
+                              int64_t threads);
+
+// `requested` (kAuto or a forced value) as the strategy to run, or an error
+// naming the attribute when it is unknown or cannot take the call.
+ffi::Error ResolveForwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
+                                  int64_t interpolation, int64_t threads,
+                                  ForwardStrategy* chosen);
+
+bool BackwardCanTake(BackwardStrategy strategy, const Geometry& g, ffi::DataType dt,
+                     int64_t interpolation);
+BackwardStrategy ChooseBackward(const Geometry& g, ffi::DataType dt, int64_t interpolation);
+ffi::Error ResolveBackwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
+                                   int64_t interpolation, BackwardStrategy* chosen);
+
+}  // namespace gs_cpu
+
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_STRATEGIES_H_
