@@ -40,10 +40,10 @@ inline constexpr int64_t kBandChunk = int64_t{1} << 16;
 // point (n * points + p), its first and last band. A point with no tap in
 // range is listed in band 0 only, so that its (zero) grid gradient is still
 // written.
-template <typename S>
+template <typename T>
 struct BandLists {
   std::vector<int64_t> points;
-  std::vector<S> coords;
+  std::vector<T> coords;
   std::vector<int64_t> begin, chunk_begin;
   std::vector<uint8_t> first, last;
 };
@@ -53,9 +53,8 @@ struct BandLists {
 // its second band or -1. Needs chunk_begin, first and last (the entries
 // themselves may still be unwritten): both the list building and the
 // readers of per-entry results walk the lists this way.
-template <typename S, typename F>
-void ForEachEntry(const BandLists<S>& lists, int64_t points, int64_t bands, int64_t chunk,
-                  F&& f) {
+template <typename T, typename F>
+void ForEachEntry(const BandLists<T>& lists, int64_t points, int64_t bands, int64_t chunk, F&& f) {
   const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
   const int64_t n = chunk / chunks_per_n;
   const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
@@ -79,13 +78,12 @@ void ForEachEntry(const BandLists<S>& lists, int64_t points, int64_t bands, int6
 // own first pass, so both agree on every index; band 0 for a point with no
 // tap in range), and, added to count[b], how many of them have a tap in
 // band b.
-template <typename Fmt, int K, int kInterp>
-GS_CPU_INLINE void BlockBands(const typename Fmt::Storage* block, int64_t cnt, int64_t size,
-                              int64_t pad, bool align, const uint8_t* band_of, int64_t bands,
-                              TapBlock<typename Fmt::Compute, K, kInterp>* tb, uint8_t* first,
-                              uint8_t* last, int64_t* count) {
+template <typename T, int K, int kInterp>
+GS_CPU_INLINE void BlockBands(const T* block, int64_t cnt, int64_t size, int64_t pad, bool align,
+                              const uint8_t* band_of, int64_t bands, TapBlock<T, K, kInterp>* tb,
+                              uint8_t* first, uint8_t* last, int64_t* count) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
-  AxisTaps<Fmt, K, kInterp>(block, cnt, size, pad, align, K - 1, tb);
+  AxisTaps<T, K, kInterp>(block, cnt, size, pad, align, K - 1, tb);
   // Four sets of counters, taken in turn: consecutive points in the same band
   // do not wait for each other's increment. Slot kMaxBands counts nothing.
   int64_t tally[4][kMaxBands + 1] = {};
@@ -113,11 +111,9 @@ GS_CPU_INLINE void BlockBands(const typename Fmt::Storage* block, int64_t cnt, i
 // own first pass, so both agree on every index). Requires
 // 1 < bands <= kMaxBands, each band at least one tap span tall, so that a
 // point's taps fall in at most two bands.
-template <typename Fmt, int K, int kInterp>
-void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
-                    const typename Fmt::Storage* grid, int64_t bands,
-                    BandLists<typename Fmt::Storage>* out) {
-  using T = typename Fmt::Compute;
+template <typename T, int K, int kInterp>
+void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g, const T* grid, int64_t bands,
+                    BandLists<T>* out) {
   const int64_t size = BandAxisSize(g);
   const int64_t points = g.points;
   const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
@@ -142,12 +138,12 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g,
     auto tb = NewTapBlock<TB>();
     for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
       const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
-      const typename Fmt::Storage* block = grid + (n * points + p0) * K;
+      const T* block = grid + (n * points + p0) * K;
       uint8_t* first = out->first.data() + n * points + p0;
       uint8_t* last = out->last.data() + n * points + p0;
-      WithTapConstants<Fmt>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-        BlockBands<Fmt, K, kInterp>(block, cnt, size, pad, align, band_of.data(), bands, tb.get(),
-                                    first, last, count);
+      WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
+        BlockBands<T, K, kInterp>(block, cnt, size, pad, align, band_of.data(), bands, tb.get(),
+                                  first, last, count);
       });
     }
     std::copy(count, count + bands, counts.data() + chunk * bands);

@@ -26,11 +26,10 @@ namespace {
 using Tables = BilinearBackwardTables;
 using Rows = TapRowPair<float>;
 
-// The per-axis taps (y restricted to the band), then the points sorted into
-// `full` and `part` as FillTaps sorts them.
-__attribute__((target("avx2,fma"))) void FillTables(const Geometry& g,
-                                                    const BilinearBackwardBlock& blk,
-                                                    Tables* __restrict t) {
+// The per-axis taps, y restricted to the band.
+__attribute__((target("avx2,fma"))) void FillAxes(const Geometry& g,
+                                                  const BilinearBackwardBlock& blk,
+                                                  Tables* __restrict t) {
   const int cnt = blk.cnt;
   DispatchPadding(g, [&](auto pad, auto align) {
     constexpr int kPad = static_cast<int>(decltype(pad)::value);
@@ -56,10 +55,14 @@ __attribute__((target("avx2,fma"))) void FillTables(const Geometry& g,
       }
     }
   }
-  // Eight points at a time: which have all taps in range (x1 = x0 + 1, as
-  // FillTaps requires; only huge widths can break it), their row offsets
-  // and tap weights (wx * wy, stored per point), and the tap counts of the
-  // others.
+}
+
+// The points sorted into `full` and `part` as FillTaps sorts them, eight at
+// a time: which have all taps in range (x1 = x0 + 1, as FillTaps requires;
+// only huge widths can break it), their row offsets and tap weights (wx *
+// wy, stored per point), and the tap counts of the others.
+__attribute__((target("avx2,fma"))) void SortPoints(const Geometry& g, int cnt,
+                                                    Tables* __restrict t) {
   const __m256i minus1 = _mm256_set1_epi32(-1), one = _mm256_set1_epi32(1);
   const __m256i width = _mm256_set1_epi32(static_cast<int32_t>(g.w));
   int n_full = 0, n_part = 0;
@@ -314,7 +317,8 @@ __attribute__((target("avx2,fma"))) void FoldGrid(const BilinearBackwardBlock& b
 
 void BilinearBackwardBlockAvx2F32(const Geometry& g, const BilinearBackwardBlock& blk,
                                   BilinearBackwardTables* tables) {
-  FillTables(g, blk, tables);
+  FillAxes(g, blk, tables);
+  SortPoints(g, blk.cnt, tables);
   PartTaps(g, tables);
   const bool gi = blk.gi != nullptr, grad = blk.grid_grad != nullptr;
   if (grad) std::fill(&tables->tap_sum[0][0], &tables->tap_sum[0][0] + 4 * blk.cnt, 0.f);

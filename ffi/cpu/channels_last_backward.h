@@ -9,8 +9,8 @@
 // slower than the channels-first one. The dot product is therefore summed in
 // kLanes lanes (lane l takes channels l, l + kLanes, ...; channels past the
 // end add 0 * 0) and the lanes are then added pairwise: (l, l + 4), then
-// (l, l + 2), then (0, 1). The portable form spells out that order, so that
-// the AVX2 form (channels_last_backward_avx2.cc) gives bitwise its results.
+// (l, l + 2), then (0, 1), an order the code spells out, so that every
+// vector width computes the same bits.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_CHANNELS_LAST_BACKWARD_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_CHANNELS_LAST_BACKWARD_H_
 
@@ -24,90 +24,78 @@ namespace gs_cpu {
 // The arrays of one batch element and channel range [c_begin, c_end)
 // (channels last: point / pixel p starts at p * channels): grad_out,
 // input and the grad_input accumulator (null when not wanted).
-template <typename Fmt>
+template <typename T>
 struct ChannelsLastBlock {
-  const typename Fmt::Storage* grad_out;
-  const typename Fmt::Storage* input;
-  typename Fmt::Compute* gi;
+  const T* grad_out;
+  const T* input;
+  T* gi;
   int64_t channels, c_begin, c_end;
 };
 
-// Portable channel runs, any format: grad_out values already in the compute
-// type (g), input values loaded from storage.
-template <typename Fmt>
-struct PortableChannelRun {
-  using S = typename Fmt::Storage;
-  using T = typename Fmt::Compute;
-  static constexpr int kLanes = 8;
+// Lanes of the dot product (see the header comment).
+inline constexpr int kChannelLanes = 8;
 
-  // gi[c] = gi[c] + w * g[c] for c < n.
-  static GS_CPU_INLINE void AddScaled(T* gi, T w, const T* g, int64_t n) {
-    for (int64_t c = 0; c < n; ++c) gi[c] = gi[c] + w * g[c];
+// gi[c] = gi[c] + w * g[c] for c < n, kChannelLanes at a time (no alias
+// checks or peeling: the runs are short).
+template <typename T>
+GS_CPU_INLINE void AddScaledRun(T* __restrict gi, T w, const T* __restrict g, int64_t n) {
+  constexpr int kL = kChannelLanes;
+  int64_t c = 0;
+  for (; c + kL <= n; c += kL) {
+    for (int l = 0; l < kL; ++l) gi[c + l] = gi[c + l] + w * g[c + l];
   }
+  for (; c < n; ++c) gi[c] = gi[c] + w * g[c];
+}
 
-  // Sum over c < n of g[c] * src[c], in the order of the header comment.
-  static GS_CPU_INLINE T Dot(const T* g, const S* src, int64_t n) {
-    T lane[kLanes] = {};
-    int64_t c = 0;
-    for (; c + kLanes <= n; c += kLanes) {
-      for (int l = 0; l < kLanes; ++l) lane[l] = lane[l] + g[c + l] * Fmt::Load(src[c + l]);
-    }
-    if (c < n) {
-      for (int l = 0; l < kLanes; ++l) {
-        const T prod = c + l < n ? g[c + l] * Fmt::Load(src[c + l]) : T(0);
-        lane[l] = lane[l] + prod;
-      }
-    }
-    for (int l = 0; l < 4; ++l) lane[l] = lane[l] + lane[l + 4];
-    for (int l = 0; l < 2; ++l) lane[l] = lane[l] + lane[l + 2];
-    return lane[0] + lane[1];
+// Sum over c < n of g[c] * src[c], in the order of the header comment.
+template <typename T>
+GS_CPU_INLINE T DotRun(const T* __restrict g, const T* __restrict src, int64_t n) {
+  constexpr int kL = kChannelLanes;
+  T lane[kL] = {};
+  int64_t c = 0;
+  for (; c + kL <= n; c += kL) {
+    for (int l = 0; l < kL; ++l) lane[l] = lane[l] + g[c + l] * src[c + l];
   }
-};
+  if (c < n) {
+    for (int l = 0; l < kL; ++l) lane[l] = lane[l] + (c + l < n ? g[c + l] * src[c + l] : T(0));
+  }
+  for (int l = 0; l < 4; ++l) lane[l] = lane[l] + lane[l + 4];
+  for (int l = 0; l < 2; ++l) lane[l] = lane[l] + lane[l + 2];
+  return lane[0] + lane[1];
+}
 
 // The block's points b < cnt (point index pidx[b] within the batch element,
 // its taps in `tb`): the grad_input scatter (if blk.gi) and, if gacc, the
 // grid-gradient sums gacc[b * K + a] += dot(tap t) * tb.gw[b][a][t], taps
-// in order. gvals: scratch for c_end - c_begin compute-type values. Run
-// supplies AddScaled and Dot (PortableChannelRun, or the AVX2 form).
-template <typename Run, typename Fmt, int K, int kInterp>
-GS_CPU_INLINE void ChannelsLastPoints(const ChannelsLastBlock<Fmt>& blk,
-                                      const TapBlock<typename Fmt::Compute, K, kInterp>& tb,
-                                      int cnt, const int64_t* pidx,
-                                      typename Fmt::Compute* gvals, typename Fmt::Compute* gacc) {
-  using T = typename Fmt::Compute;
+// in order.
+template <typename T, int K, int kInterp>
+GS_CPU_INLINE void ChannelsLastPoints(const ChannelsLastBlock<T>& blk,
+                                      const TapBlock<T, K, kInterp>& tb, int cnt,
+                                      const int64_t* pidx, T* gacc) {
   const int64_t channels = blk.channels, cn = blk.c_end - blk.c_begin;
   for (int b = 0; b < cnt; ++b) {
-    const auto* go = blk.grad_out + pidx[b] * channels + blk.c_begin;
-    const T* g;
-    if constexpr (std::is_same_v<typename Fmt::Storage, T>) {
-      g = go;
-    } else {
-      for (int64_t c = 0; c < cn; ++c) gvals[c] = Fmt::Load(go[c]);
-      g = gvals;
-    }
-    const int nt = tb.ntaps[b];
-    for (int t = 0; t < nt; ++t) {
+    const T* g = blk.grad_out + pidx[b] * channels + blk.c_begin;
+    for (int t = 0; t < tb.ntaps[b]; ++t) {
       const int64_t off = tb.off[b][t] * channels + blk.c_begin;
-      if (blk.gi != nullptr) Run::AddScaled(blk.gi + off, tb.w[b][t], g, cn);
+      if (blk.gi != nullptr) AddScaledRun(blk.gi + off, tb.w[b][t], g, cn);
       if (gacc != nullptr) {
-        const T dot = Run::Dot(g, blk.input + off, cn);
+        const T dot = DotRun(g, blk.input + off, cn);
         for (int a = 0; a < K; ++a) gacc[b * K + a] += dot * tb.gw[b][a][t];
       }
     }
   }
 }
 
-// ChannelsLastPoints for float32 with AVX2 + FMA (call only when
-// HasAvx2Fma()); bitwise the portable form's results. The target is on this
-// first declaration: GCC ignores one added by the later definition of a
-// template.
-template <int K, int kInterp>
 #if GS_CPU_HAVE_AVX2_PATH
-__attribute__((target("avx2,fma")))
+// The same source compiled for AVX2 + FMA, float32 (call only when
+// HasAvx2Fma()): eight lanes a vector. Contraction is off, so the same bits.
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"))) void ChannelsLastPointsAvx2F32(
+    const ChannelsLastBlock<float>& blk, const TapBlock<float, K, kInterp>& tb, int cnt,
+    const int64_t* pidx, float* gacc) {
+  ChannelsLastPoints(blk, tb, cnt, pidx, gacc);
+}
 #endif
-void ChannelsLastPointsAvx2F32(const ChannelsLastBlock<gs::F32Format>& blk,
-                               const TapBlock<float, K, kInterp>& tb, int cnt,
-                               const int64_t* pidx, float* gacc);
 
 }  // namespace gs_cpu
 

@@ -554,6 +554,111 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   }
 }
 
+// 2D bicubic, channels last, point b of a block (taps of any channel count):
+// BicubicPoint's sums, 8 channels a vector.
+__attribute__((target("avx2,fma"), always_inline)) inline void BicubicChannelsLastPoint(
+    const float* src_n, int64_t channels, const SoaTaps<2, gs::kBicubic>* __restrict st, int b,
+    float* dst, bool stream) {
+  const int64_t c8 = channels & ~int64_t{7};
+  const float* rows[16];
+  for (int t = 0; t < 16; ++t) {
+    const int32_t o = st->off[t][b];
+    rows[t] = o >= 0 ? src_n + static_cast<int64_t>(o) * channels : nullptr;
+  }
+  for (int64_t c = 0; c < c8; c += 8) {
+    __m256 q[4];
+    for (int j = 0; j < 4; ++j) {
+      __m256 pv[4];
+      for (int i = 0; i < 4; ++i) {
+        const float* r = rows[4 * j + i];
+        const __m256 v = r != nullptr ? _mm256_loadu_ps(r + c) : _mm256_setzero_ps();
+        pv[i] = _mm256_mul_ps(_mm256_set1_ps(st->wx4[b][i]), v);
+      }
+      q[j] = _mm256_mul_ps(_mm256_set1_ps(st->wy4[b][j]),
+                           _mm256_add_ps(_mm256_add_ps(pv[0], pv[1]), _mm256_add_ps(pv[2], pv[3])));
+    }
+    StoreOutput(dst + c, _mm256_add_ps(_mm256_add_ps(q[0], q[1]), _mm256_add_ps(q[2], q[3])),
+                stream);
+  }
+  for (int64_t c = c8; c < channels; ++c) {
+    float q[4];
+    for (int j = 0; j < 4; ++j) {
+      float pv[4];
+      for (int i = 0; i < 4; ++i) {
+        const float* r = rows[4 * j + i];
+        pv[i] = st->wx4[b][i] * (r != nullptr ? r[c] : 0.f);
+      }
+      q[j] = st->wy4[b][j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
+    }
+    dst[c] = (q[0] + q[1]) + (q[2] + q[3]);
+  }
+}
+
+// Channels last, point b of a block of cnt: the same sums as the
+// channels-first path (bitwise): even taps into one accumulator, odd taps
+// into another, fused multiply-adds, then added. Accumulators stay in
+// registers: 32 channels (4 vectors) at a time. The rows of a point are
+// random reads: those of the point kAhead places later are prefetched (the
+// first 256 bytes of each).
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline void ChannelsLastPoint(
+    const float* src_n, int64_t channels, const SoaTaps<K, kInterp>* __restrict st, int b,
+    int cnt, float* dst, bool stream) {
+  constexpr int kTaps = SoaTaps<K, kInterp>::kTaps;
+  constexpr int kAhead = 8;
+  if (b + kAhead < cnt) {
+    const int64_t prefetch_bytes = std::min<int64_t>(256, channels * 4);
+    for (int t = 0; t < kTaps; ++t) {
+      const int32_t o = st->off[t][b + kAhead];
+      if (o < 0) continue;
+      const char* r = reinterpret_cast<const char*>(src_n + static_cast<int64_t>(o) * channels);
+      for (int64_t k = 0; k < prefetch_bytes; k += 64) _mm_prefetch(r + k, _MM_HINT_T0);
+    }
+  }
+  const float* rows[kTaps];
+  float wts[kTaps];
+  int parity[kTaps];
+  int nt = 0;
+  for (int t = 0; t < kTaps; ++t) {
+    const int32_t o = st->off[t][b];
+    if (o < 0) continue;
+    rows[nt] = src_n + static_cast<int64_t>(o) * channels;
+    wts[nt] = st->TapWeight(t, b);
+    parity[nt++] = t & 1;
+  }
+  const int64_t c32 = channels & ~int64_t{31}, c8 = channels & ~int64_t{7};
+  int64_t c = 0;
+  for (; c < c32; c += 32) ChannelBlock<4, kTaps>(rows, wts, parity, nt, c, dst, stream);
+  for (; c < c8; c += 8) ChannelBlock<1, kTaps>(rows, wts, parity, nt, c, dst, stream);
+  if (c < channels) {
+    ChannelTail<kTaps>(rows, wts, parity, nt, c, static_cast<int>(channels - c), dst);
+  }
+}
+
+// Channels first, the rows of a block: nearest reads the safe offsets that
+// FillNearestOffsets wrote (the others ignore them), and blocks whose taps
+// are all in range without a mask.
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline void ChannelsFirstBlock(
+    const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
+    int64_t p0, int cnt, bool pairs, bool stream, const float* block_grid,
+    SoaTaps<K, kInterp>* __restrict st) {
+  auto rows = [&](auto all_in) __attribute__((target("avx2,fma"))) {
+    auto from = [&](const auto* safe) __attribute__((target("avx2,fma"))) {
+      ChannelRows<decltype(all_in)::value>(g, input, output, n, p0, cnt, pairs, stream,
+                                           block_grid, safe, st);
+    };
+    if constexpr (kInterp == gs::kNearest) {
+      if (NarrowSafeOffsets(g)) return from(st->off_safe16);
+    }
+    from(st->off_safe);
+  };
+  if constexpr (kInterp == gs::kNearest) {
+    if (st->all_in) return rows(std::true_type{});
+  }
+  rows(std::false_type{});
+}
+
 // Forward of points [p_begin, p_end) of batch element n, float32.
 template <int K, int kInterp, bool kChannelsLast>
 __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
@@ -561,16 +666,17 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
     float* __restrict output, int64_t n, int64_t p_begin, int64_t p_end,
     SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
-  constexpr int kTaps = ST::kTaps;
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   const bool stream = StreamsOutput(g);
   constexpr bool kBilinear = kInterp == gs::kBilinear;
+  constexpr bool kBicubic2D = K == 2 && kInterp == gs::kBicubic;
   const bool pairs = kBilinear && !kChannelsLast && SamplesPairs(g, kInterp);
   // Pairs from planes of at least as many cache lines as a full block reads
   // rows of taps: a block reads each line about once at most, so it gains
   // nothing from its length, and shorter blocks keep their tables in the L1.
   const bool short_blocks = pairs && plane / 16 >= int64_t{ST::kB} * ST::kPairRows;
   const int block = short_blocks ? 512 : ST::kB;
+  const float* src_n = input + n * plane * channels;  // channels last
   for (int64_t p0 = p_begin; p0 < p_end; p0 += block) {
     const int cnt = static_cast<int>(std::min<int64_t>(block, p_end - p0));
     const float* block_grid = grid + (n * points + p0) * K;
@@ -582,112 +688,23 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
       }
     }
     if (!pairs) FillSoaTaps<K, kInterp>(block_grid, cnt, g, st);
-    constexpr bool kBicubic2D = K == 2 && kInterp == gs::kBicubic;
     if constexpr (kBicubic2D) FillRows<K, kInterp>(cnt, g, st);
-    if (kBicubic2D && !kChannelsLast) {
+    float* dst_cl = output + (n * points + p0) * channels;
+    if constexpr (kBicubic2D && !kChannelsLast) {
       for (int64_t c = 0; c < channels; ++c) {
         const float* src = input + (n * channels + c) * plane;
         float* dst = output + (n * channels + c) * points + p0;
         for (int b = 0; b < cnt; ++b) dst[b] = BicubicPoint(src, st, b);
       }
-    } else if (kBicubic2D) {
-      const float* src_n = input + n * plane * channels;
-      const int64_t c8 = channels & ~int64_t{7};
+    } else if constexpr (kBicubic2D) {
       for (int b = 0; b < cnt; ++b) {
-        float* dst = output + (n * points + p0 + b) * channels;
-        const float* rows[16];
-        for (int t = 0; t < 16; ++t) {
-          const int32_t o = st->off[t][b];
-          rows[t] = o >= 0 ? src_n + static_cast<int64_t>(o) * channels : nullptr;
-        }
-        for (int64_t c = 0; c < c8; c += 8) {
-          __m256 q[4];
-          for (int j = 0; j < 4; ++j) {
-            __m256 pv[4];
-            for (int i = 0; i < 4; ++i) {
-              const float* r = rows[4 * j + i];
-              const __m256 v = r != nullptr ? _mm256_loadu_ps(r + c) : _mm256_setzero_ps();
-              pv[i] = _mm256_mul_ps(_mm256_set1_ps(st->wx4[b][i]), v);
-            }
-            q[j] = _mm256_mul_ps(_mm256_set1_ps(st->wy4[b][j]),
-                                 _mm256_add_ps(_mm256_add_ps(pv[0], pv[1]),
-                                               _mm256_add_ps(pv[2], pv[3])));
-          }
-          StoreOutput(dst + c, _mm256_add_ps(_mm256_add_ps(q[0], q[1]), _mm256_add_ps(q[2], q[3])),
-                      stream);
-        }
-        for (int64_t c = c8; c < channels; ++c) {
-          float q[4];
-          for (int j = 0; j < 4; ++j) {
-            float pv[4];
-            for (int i = 0; i < 4; ++i) {
-              const float* r = rows[4 * j + i];
-              pv[i] = st->wx4[b][i] * (r != nullptr ? r[c] : 0.f);
-            }
-            q[j] = st->wy4[b][j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
-          }
-          dst[c] = (q[0] + q[1]) + (q[2] + q[3]);
-        }
+        BicubicChannelsLastPoint(src_n, channels, st, b, dst_cl + b * channels, stream);
       }
-    } else if (!kChannelsLast) {
-      // Nearest reads the safe offsets that FillNearestOffsets wrote (the
-      // others ignore them), and blocks whose taps are all in range without
-      // a mask.
-      auto rows = [&](auto all_in) __attribute__((target("avx2,fma"))) {
-        auto from = [&](const auto* safe) __attribute__((target("avx2,fma"))) {
-          ChannelRows<decltype(all_in)::value>(g, input, output, n, p0, cnt, pairs, stream,
-                                               block_grid, safe, st);
-        };
-        if constexpr (kInterp == gs::kNearest) {
-          if (NarrowSafeOffsets(g)) return from(st->off_safe16);
-        }
-        from(st->off_safe);
-      };
-      bool all_in = false;
-      if constexpr (kInterp == gs::kNearest) {
-        all_in = st->all_in;
-        if (all_in) rows(std::true_type{});
-      }
-      if (!all_in) rows(std::false_type{});
+    } else if constexpr (!kChannelsLast) {
+      ChannelsFirstBlock(g, input, output, n, p0, cnt, pairs, stream, block_grid, st);
     } else {
-      const float* src_n = input + n * plane * channels;
-      // Same sums as the channels-first path (bitwise): even taps into one
-      // accumulator, odd taps into another, fused multiply-adds, then added.
-      // Accumulators stay in registers: 32 channels (4 vectors) at a time.
-      const int64_t c32 = channels & ~int64_t{31};
-      const int64_t c8 = channels & ~int64_t{7};
-      // The rows of a point are random reads: prefetch those of the point
-      // kAhead places later (the first 256 bytes of each).
-      constexpr int kAhead = 8;
-      const int64_t prefetch_bytes = std::min<int64_t>(256, channels * 4);
       for (int b = 0; b < cnt; ++b) {
-        if (b + kAhead < cnt) {
-          for (int t = 0; t < kTaps; ++t) {
-            const int32_t o = st->off[t][b + kAhead];
-            if (o < 0) continue;
-            const char* r =
-                reinterpret_cast<const char*>(src_n + static_cast<int64_t>(o) * channels);
-            for (int64_t k = 0; k < prefetch_bytes; k += 64) _mm_prefetch(r + k, _MM_HINT_T0);
-          }
-        }
-        float* dst = output + (n * points + p0 + b) * channels;
-        const float* rows[kTaps];
-        float wts[kTaps];
-        int parity[kTaps];
-        int nt = 0;
-        for (int t = 0; t < kTaps; ++t) {
-          const int32_t o = st->off[t][b];
-          if (o < 0) continue;
-          rows[nt] = src_n + static_cast<int64_t>(o) * channels;
-          wts[nt] = st->TapWeight(t, b);
-          parity[nt++] = t & 1;
-        }
-        int64_t c = 0;
-        for (; c < c32; c += 32) ChannelBlock<4, kTaps>(rows, wts, parity, nt, c, dst, stream);
-        for (; c < c8; c += 8) ChannelBlock<1, kTaps>(rows, wts, parity, nt, c, dst, stream);
-        if (c < channels) {
-          ChannelTail<kTaps>(rows, wts, parity, nt, c, static_cast<int>(channels - c), dst);
-        }
+        ChannelsLastPoint(src_n, channels, st, b, cnt, dst_cl + b * channels, stream);
       }
     }
   }

@@ -52,8 +52,7 @@ constexpr int64_t kTargetTasks = 8;
 BackwardPlan PlanBands(const Geometry& g, int taps_per_axis, int64_t coord_bytes) {
   BackwardPlan p;
   const int64_t n = std::max<int64_t>(1, g.n);
-  const int64_t max_bands =
-      std::clamp<int64_t>(BandAxisSize(g) / taps_per_axis, 1, kMaxBands);
+  const int64_t max_bands = std::clamp<int64_t>(BandAxisSize(g) / taps_per_axis, 1, kMaxBands);
   p.bands = std::clamp<int64_t>(CeilDiv(kTargetTasks, n), 1, max_bands);
   p.bands = std::min<int64_t>(p.bands, std::max<int64_t>(1, g.points / 1024));
   // The band lists take about 10 bytes a point plus its coordinates: keep
@@ -115,10 +114,9 @@ struct BackwardTask {
 // form, each x-run of taps as one TapRow; float64: tap by tap), then the
 // others by tap count; channels last, point by point over the channel runs
 // (channels_last_backward.h, AVX2 where the strategy says so).
-template <typename Fmt, int K, int kInterp, bool kChannelsLast>
+template <typename T, int K, int kInterp, bool kChannelsLast>
 class GenericBlock {
  public:
-  using T = typename Fmt::Compute;
   using TB = TapBlock<T, K, kInterp>;
   static constexpr int kTaps = TB::kTaps;
   static constexpr int kT1 = TB::kT1;
@@ -129,16 +127,19 @@ class GenericBlock {
 
   GenericBlock(const Geometry& g, const BackwardArrays<T>& arrays, bool avx2_channels_last,
                bool grad)
-      : g_(g), a_(arrays), avx2_cl_(avx2_channels_last), grad_(grad), tb_(NewTapBlock<TB>()),
+      : g_(g),
+        a_(arrays),
+        avx2_cl_(avx2_channels_last),
+        grad_(grad),
+        tb_(NewTapBlock<TB>()),
         gacc_(grad ? new T[kBlock * K] : nullptr),
-        acc_(kRows && grad ? new T[kBlock * kTaps] : nullptr),
-        gvec_(kChannelsLast ? std::max<int64_t>(1, g.c) : 1) {}
+        acc_(kRows && grad ? new T[kBlock * kTaps] : nullptr) {}
 
   // Points pidx[b] (within batch element t.n), coordinates block_grid, b <
   // cnt; grid-gradient sums to grid_out[b * K + a].
   void Run(const BackwardTask<T>& t, const int64_t* pidx, const T* block_grid, int cnt,
            T* grid_out) {
-    FillTaps<Fmt, K, kInterp>(block_grid, cnt, g_, grad_, tb_.get(), t.band_lo, t.band_hi);
+    FillTaps<T, K, kInterp>(block_grid, cnt, g_, grad_, tb_.get(), t.band_lo, t.band_hi);
     if (grad_) std::fill(gacc_.get(), gacc_.get() + cnt * K, T(0));
     if constexpr (kChannelsLast) {
       ChannelsLast(t, pidx, cnt);
@@ -237,8 +238,10 @@ class GenericBlock {
       gi[k] = kGi ? t.gi + nc * g_.plane : nullptr;
     }
     auto load = [](const T* p, int64_t off0, int64_t off1) {
-      if constexpr (kT1 == 2) return Row::Load(p + off0, p + off1);
-      else return Row::Load(p + off0);
+      if constexpr (kT1 == 2)
+        return Row::Load(p + off0, p + off1);
+      else
+        return Row::Load(p + off0);
     };
     for (int i = 0; i < tb_->n_full; ++i) {
       const int b = tb_->full[i];
@@ -252,8 +255,10 @@ class GenericBlock {
           for (int k = 0; k < kG; ++k) {
             Row v = load(gi[k], off0, off1);
             v.AddScaled(gv[k], w);
-            if constexpr (kT1 == 2) v.Store(gi[k] + off0, gi[k] + off1);
-            else v.Store(gi[k] + off0);
+            if constexpr (kT1 == 2)
+              v.Store(gi[k] + off0, gi[k] + off1);
+            else
+              v.Store(gi[k] + off0);
           }
         }
         if constexpr (kGrad) {
@@ -269,15 +274,19 @@ class GenericBlock {
   // Channels last: each point's taps over the task's channels.
   void ChannelsLast(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
     const int64_t cstride = g_.c;
-    const ChannelsLastBlock<Fmt> cl{a_.grad_out + t.n * g_.points * cstride,
-                                    a_.input + t.n * g_.plane * cstride,
-                                    t.gi != nullptr ? t.gi + t.n * g_.plane * cstride : nullptr,
-                                    cstride, t.c_begin, t.c_end};
+    const ChannelsLastBlock<T> cl{a_.grad_out + t.n * g_.points * cstride,
+                                  a_.input + t.n * g_.plane * cstride,
+                                  t.gi != nullptr ? t.gi + t.n * g_.plane * cstride : nullptr,
+                                  cstride,
+                                  t.c_begin,
+                                  t.c_end};
     T* sums = grad_ ? gacc_.get() : nullptr;
+#if GS_CPU_HAVE_AVX2_PATH
     if constexpr (std::is_same_v<T, float>) {
       if (avx2_cl_) return ChannelsLastPointsAvx2F32<K, kInterp>(cl, *tb_, cnt, pidx, sums);
     }
-    ChannelsLastPoints<PortableChannelRun<Fmt>>(cl, *tb_, cnt, pidx, gvec_.data(), sums);
+#endif
+    ChannelsLastPoints(cl, *tb_, cnt, pidx, sums);
   }
 
   const Geometry& g_;
@@ -285,7 +294,6 @@ class GenericBlock {
   const bool avx2_cl_, grad_;
   std::unique_ptr<TB> tb_;
   std::unique_ptr<T[]> gacc_, acc_;
-  std::vector<T> gvec_;
 };
 
 // 2D bilinear float32 channels first: the AVX2 block
@@ -293,13 +301,16 @@ class GenericBlock {
 class BilinearBlock {
  public:
   explicit BilinearBlock(const Geometry& g, const BackwardArrays<float>& arrays, bool grad)
-      : g_(g), a_(arrays), tables_(new BilinearBackwardTables),
+      : g_(g),
+        a_(arrays),
+        tables_(new BilinearBackwardTables),
         grid_(grad ? new float[2 * kBilinearBackwardBlock] : nullptr) {}
 
   void Run(const BackwardTask<float>& t, const int64_t* pidx, const float* block_grid, int cnt,
            float* grid_out) {
-    const BilinearBackwardBlock block{block_grid, pidx, cnt, t.n, t.c_begin, t.c_end, t.band_lo,
-                                      t.band_hi, a_.grad_out, a_.input, t.gi, grid_.get()};
+    const BilinearBackwardBlock block{block_grid,  pidx,     cnt,       t.n,
+                                      t.c_begin,   t.c_end,  t.band_lo, t.band_hi,
+                                      a_.grad_out, a_.input, t.gi,      grid_.get()};
     BilinearBackwardBlockAvx2F32(g_, block, tables_.get());
     if (grid_out != nullptr) std::copy(grid_.get(), grid_.get() + 2 * cnt, grid_out);
   }
@@ -325,14 +336,13 @@ void RunBlocks(Block& block, const BackwardTask<T>& t) {
 }
 
 // Task t's points: the strategy's block.
-template <typename Fmt, int K, int kInterp, bool kChannelsLast>
-void RunTask(const Geometry& g, const BackwardArrays<typename Fmt::Compute>& arrays,
-             BackwardStrategy strategy, const BackwardTask<typename Fmt::Compute>& t) {
-  using T = typename Fmt::Compute;
-  using Generic = GenericBlock<Fmt, K, kInterp, kChannelsLast>;
+template <typename T, int K, int kInterp, bool kChannelsLast>
+void RunTask(const Geometry& g, const BackwardArrays<T>& arrays, BackwardStrategy strategy,
+             const BackwardTask<T>& t) {
+  using Generic = GenericBlock<T, K, kInterp, kChannelsLast>;
   const bool grad = t.grid_out != nullptr;
-  constexpr bool kBilinear2D = !kChannelsLast && K == 2 && kInterp == gs::kBilinear &&
-                               std::is_same_v<T, float>;
+  constexpr bool kBilinear2D =
+      !kChannelsLast && K == 2 && kInterp == gs::kBilinear && std::is_same_v<T, float>;
   if constexpr (kBilinear2D) {
     static_assert(Generic::kBlock == kBilinearBackwardBlock);
     if (strategy == BackwardStrategy::kBilinearBlock) {
@@ -368,8 +378,7 @@ void ZeroOwnedRegion(const Geometry& g, const BackwardTask<T>& t) {
 // order. Without bands an entry is a point.
 template <typename T>
 void ReduceGridPartials(ffi::ThreadPool& pool, const Geometry& g, const BackwardPlan& plan,
-                        const BandLists<T>& lists, int64_t entries, const T* parts,
-                        T* grad_grid) {
+                        const BandLists<T>& lists, int64_t entries, const T* parts, T* grad_grid) {
   const int K = g.k;
   const int64_t nblocks = plan.nblocks, stride = entries * K;
   if (plan.bands == 1) {
@@ -386,19 +395,19 @@ void ReduceGridPartials(ffi::ThreadPool& pool, const Geometry& g, const Backward
     return;
   }
   ParallelFor(pool, g.n * CeilDiv(g.points, kBandChunk), [&](int64_t chunk) {
-    ForEachEntry(lists, g.points, plan.bands, chunk, [&](int64_t q, int64_t, int64_t e0,
-                                                          int64_t e1) {
-      const T* p0 = parts + e0 * K;
-      const T* p1 = e1 >= 0 ? parts + e1 * K : nullptr;
-      for (int a = 0; a < K; ++a) {
-        T sum = p1 != nullptr ? p0[a] + p1[a] : p0[a];
-        for (int64_t b = 1; b < nblocks; ++b) {
-          const T* b0 = p0 + b * stride;
-          sum = sum + (p1 != nullptr ? b0[a] + p1[b * stride + a] : b0[a]);
-        }
-        grad_grid[q * K + a] = sum;
-      }
-    });
+    ForEachEntry(lists, g.points, plan.bands, chunk,
+                 [&](int64_t q, int64_t, int64_t e0, int64_t e1) {
+                   const T* p0 = parts + e0 * K;
+                   const T* p1 = e1 >= 0 ? parts + e1 * K : nullptr;
+                   for (int a = 0; a < K; ++a) {
+                     T sum = p1 != nullptr ? p0[a] + p1[a] : p0[a];
+                     for (int64_t b = 1; b < nblocks; ++b) {
+                       const T* b0 = p0 + b * stride;
+                       sum = sum + (p1 != nullptr ? b0[a] + p1[b * stride + a] : b0[a]);
+                     }
+                     grad_grid[q * K + a] = sum;
+                   }
+                 });
   });
 }
 
@@ -426,9 +435,15 @@ void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const Backw
     const int64_t band = task % bands, blk = (task / bands) % plan.nblocks;
     const int64_t n = task / (bands * plan.nblocks);
     const int64_t c_begin = blk * plan.cblock, c_end = std::min(g.c, c_begin + plan.cblock);
-    const NearestBackwardTask t{n, c_begin, c_end, NearestRangeStart(band, bands, g.plane),
-                                NearestRangeStart(band + 1, bands, g.plane), a.grid,
-                                offsets.get(), a.grad_out, a.grad_input};
+    const NearestBackwardTask t{n,
+                                c_begin,
+                                c_end,
+                                NearestRangeStart(band, bands, g.plane),
+                                NearestRangeStart(band + 1, bands, g.plane),
+                                a.grid,
+                                offsets.get(),
+                                a.grad_out,
+                                a.grad_input};
     if (g.channels_last) {
       NearestBackwardChannelsLastTaskAvx2F32<K>(g, t);
     } else {
@@ -437,11 +452,10 @@ void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const Backw
   });
 }
 
-template <typename Fmt, int K, int kInterp, bool kChannelsLast>
+template <typename T, int K, int kInterp, bool kChannelsLast>
 void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy strategy,
-                    const BackwardArrays<typename Fmt::Compute>& a) {
-  using T = typename Fmt::Compute;
-  static_assert(std::is_same_v<typename Fmt::Storage, T>, "the CPU kernels store what they compute");
+                    const BackwardArrays<T>& a) {
+  static_assert(std::is_same_v<T, T>, "the CPU kernels store what they compute");
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   constexpr int kTaps = TapBlock<T, K, kInterp>::kTaps;
   constexpr int64_t kBlock = TapBlock<T, K, kInterp>::kBlock;
@@ -450,7 +464,7 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
   if (a.grad_grid != nullptr && !need_gg) std::fill(a.grad_grid, a.grad_grid + grid_size, T(0));
   if (g.n == 0) return;
   auto run = [&](const BackwardTask<T>& t) {
-    RunTask<Fmt, K, kInterp, kChannelsLast>(g, a, strategy, t);
+    RunTask<T, K, kInterp, kChannelsLast>(g, a, strategy, t);
   };
   const int64_t band_axis = BandAxisSize(g);
   if (a.grad_input == nullptr) {
@@ -475,20 +489,28 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
   }
   const int64_t bands = plan.bands;
   BandLists<T> lists;
-  if (bands > 1) BuildBandLists<Fmt, K, kInterp>(pool, g, a.grid, bands, &lists);
+  if (bands > 1) BuildBandLists<T, K, kInterp>(pool, g, a.grid, bands, &lists);
   // Grid-gradient partials per (channel block, entry) unless there is one
   // block and one band. Entries: those of the band lists, else the points.
   const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size()) : g.n * points;
   const bool split_grid = need_gg && (plan.nblocks > 1 || bands > 1);
-  std::unique_ptr<T[]> parts(
-      split_grid ? new T[plan.nblocks * std::max<int64_t>(1, entries * K)] : nullptr);
+  std::unique_ptr<T[]> parts(split_grid ? new T[plan.nblocks * std::max<int64_t>(1, entries * K)]
+                                        : nullptr);
   ParallelFor(pool, g.n * plan.nblocks * bands, [&](int64_t task) {
     const int64_t band = task % bands, blk = (task / bands) % plan.nblocks;
     const int64_t n = task / (bands * plan.nblocks);
     const int64_t c_begin = blk * plan.cblock;
-    BackwardTask<T> t{n, c_begin, std::min(g.c, c_begin + plan.cblock),
-                      BandStart(band, bands, band_axis), BandStart(band + 1, bands, band_axis),
-                      nullptr, a.grid + n * points * K, 0, points, a.grad_input, nullptr};
+    BackwardTask<T> t{n,
+                      c_begin,
+                      std::min(g.c, c_begin + plan.cblock),
+                      BandStart(band, bands, band_axis),
+                      BandStart(band + 1, bands, band_axis),
+                      nullptr,
+                      a.grid + n * points * K,
+                      0,
+                      points,
+                      a.grad_input,
+                      nullptr};
     ZeroOwnedRegion(g, t);
     int64_t first_entry = n * points;
     if (bands > 1) {
@@ -510,12 +532,11 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
 // The float32 or float64 kernel (dt) of `strategy` on the buffers;
 // grad_input, grad_grid may be null (not wanted).
 ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType dt,
-                         int64_t interpolation, BackwardStrategy strategy,
-                         const void* grad_output, const void* input, const void* grid,
-                         void* grad_input, void* grad_grid) {
+                         int64_t interpolation, BackwardStrategy strategy, const void* grad_output,
+                         const void* input, const void* grid, void* grad_input, void* grad_grid) {
   return Dispatch(dt, g.k, interpolation, g.channels_last,
                   [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
-                    using T = typename decltype(fmt)::Storage;
+                    using T = decltype(fmt);
                     const BackwardArrays<T> arrays{
                         static_cast<const T*>(grad_output), static_cast<const T*>(input),
                         static_cast<const T*>(grid), static_cast<T*>(grad_input),
@@ -529,8 +550,8 @@ ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType
 // Half precision (format H): the float32 kernel on widened copies.
 template <typename H>
 ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
-                        BackwardStrategy strategy, ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
-                        void* grad_input, void* grad_grid) {
+                        BackwardStrategy strategy, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                        ffi::AnyBuffer grid, void* grad_input, void* grad_grid) {
   const int64_t input_size = input.element_count(), grid_size = grid.element_count();
   std::unique_ptr<float[]> wide_grad_output =
       Widen<H>(pool, grad_output.untyped_data(), grad_output.element_count());
@@ -557,8 +578,8 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
                         int64_t padding, bool align_corners, bool channels_last, bool input_mask,
                         bool grid_mask, int64_t strategy) {
   Geometry g;
-  if (ffi::Error err = MakeGeometry(input, grid, interpolation, padding, align_corners,
-                                    channels_last, &g);
+  if (ffi::Error err =
+          MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
       !err.success()) {
     return err;
   }
@@ -586,8 +607,8 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
       return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input, grid,
                                          gi_ptr, gg_ptr);
     case ffi::DataType::BF16:
-      return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input,
-                                          grid, gi_ptr, gg_ptr);
+      return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input, grid,
+                                          gi_ptr, gg_ptr);
     default:
       return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
                            input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
@@ -606,11 +627,11 @@ ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
 }  // namespace
 }  // namespace gs_cpu
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCpu, gs_cpu::BackwardAuto,
-                              gs_ffi::BindBackward(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleBackwardCpu, gs_cpu::BackwardAuto,
+    gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
 // The same backward with the strategy forced (attribute "strategy"): for tests.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleBackwardCpuWithStrategy, gs_cpu::BackwardImpl,
-                              gs_ffi::BindBackward(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
-                                  .Attr<int64_t>("strategy"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleBackwardCpuWithStrategy, gs_cpu::BackwardImpl,
+    gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
+        .Attr<int64_t>("strategy"));

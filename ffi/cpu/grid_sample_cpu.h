@@ -46,8 +46,8 @@ inline const char* KernelInstructionSet() { return HasAvx2Fma() ? "avx2" : "base
 
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F16>, gs::F16Format::Storage>);
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::BF16>, gs::BF16Format::Storage>);
-static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F32>, gs::F32Format::Storage>);
-static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F64>, gs::F64Format::Storage>);
+static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F32>, float>);
+static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F64>, double>);
 
 // Validation and geometry are shared with the other platforms' handlers
 // (ffi/common/grid_sample_validate.h); errors start with "grid_sample (cpu): ".
@@ -99,10 +99,10 @@ struct TapBlock {
   // Pass 2, per point b and tap t (in-range taps first for `part` points).
   int64_t off[kBlock][kTaps];
   T w[kBlock][kTaps];
-  T gw[kBlock][K][kTaps];  // d(weight)/d(padded coordinate of axis a)
-  int ntaps[kBlock];       // in-range taps of each point
-  int full[kBlock];        // points with all kTaps taps in range, x-runs contiguous
-  int part[kBlock];        // the other points, by increasing tap count
+  T gw[kBlock][K][kTaps];     // d(weight)/d(padded coordinate of axis a)
+  int ntaps[kBlock];          // in-range taps of each point
+  int full[kBlock];           // points with all kTaps taps in range, x-runs contiguous
+  int part[kBlock];           // the other points, by increasing tap count
   int part_begin[kTaps + 2];  // part[part_begin[n] .. part_begin[n + 1]): n taps
   int n_full;
 };
@@ -118,18 +118,17 @@ std::unique_ptr<TB> NewTapBlock() {
 // vectorizes); indices are stored as int64. kModerate: see IsModerate.
 // `pad` and `align` are constants where the caller is inlined into a
 // per-constant instantiation (float32), run-time values otherwise.
-template <typename Fmt, int K, int kInterp, bool kModerate, typename I, typename TB>
-GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count, int64_t size,
-                               int64_t pad, bool align, int axis, TB* tb) {
-  using T = typename Fmt::Compute;
+template <typename T, int K, int kInterp, bool kModerate, typename I, typename TB>
+GS_CPU_INLINE void AxisTapsSoa(const T* coord, int64_t count, int64_t size, int64_t pad, bool align,
+                               int axis, TB* tb) {
   constexpr int kT1 = TB::kT1;
   int64_t (*idx)[TB::kBlock] = tb->aidx[axis];
-  T (*w)[TB::kBlock] = tb->aw[axis];
-  T (*dw)[TB::kBlock] = tb->adw[axis];
+  T(*w)[TB::kBlock] = tb->aw[axis];
+  T(*dw)[TB::kBlock] = tb->adw[axis];
   T* dmult = tb->adm[axis];
   for (int64_t b = 0; b < count; ++b) {
     gs::AxisTaps<T, kT1, I> t;
-    gs::ComputeAxisTaps<kInterp, T, I, kModerate>(Fmt::Load(coord[b * K]), size, pad, align, &t);
+    gs::ComputeAxisTaps<kInterp, T, I, kModerate>(coord[b * K], size, pad, align, &t);
     for (int i = 0; i < kT1; ++i) {
       idx[i][b] = t.idx[i];
       w[i][b] = t.w[i];
@@ -142,129 +141,138 @@ GS_CPU_INLINE void AxisTapsSoa(const typename Fmt::Storage* coord, int64_t count
 // Whether the `count` coordinates at coord (stride K) are all moderate
 // (gs::IsModerate), so that reflection can take its vectorizable loops. An
 // int reduction, which GCC vectorizes (over a bool it stays scalar).
-template <typename Fmt, int K, typename Count>
-GS_CPU_INLINE bool AllModerate(const typename Fmt::Storage* coord, Count count, int64_t size) {
+template <typename T, int K, typename Count>
+GS_CPU_INLINE bool AllModerate(const T* coord, Count count, int64_t size) {
   int all = 1;
   for (Count b = 0; b < count; ++b) {
-    all &= gs::IsModerate(Fmt::Load(coord[b * K]), size) ? 1 : 0;
+    all &= gs::IsModerate(coord[b * K], size) ? 1 : 0;
   }
   return all != 0;
 }
 
-// AxisTaps' rare cases, compiled once per (Fmt, K, kInterp) with run-time
+// AxisTaps' rare cases, compiled once per (T, K, kInterp) with run-time
 // padding and align_corners: reflection of coordinates that are not all
 // moderate, and axes too long for int32 index math.
-template <typename Fmt, int K, int kInterp, typename TB>
-GS_CPU_NOINLINE void AxisTapsRare(const typename Fmt::Storage* coord, int64_t count,
-                                  int64_t size, int64_t pad, bool align, int axis, TB* tb) {
+template <typename T, int K, int kInterp, typename TB>
+GS_CPU_NOINLINE void AxisTapsRare(const T* coord, int64_t count, int64_t size, int64_t pad,
+                                  bool align, int axis, TB* tb) {
   if (size <= std::numeric_limits<int32_t>::max()) {
-    AxisTapsSoa<Fmt, K, kInterp, false, int32_t>(coord, count, size, pad, align, axis, tb);
+    AxisTapsSoa<T, K, kInterp, false, int32_t>(coord, count, size, pad, align, axis, tb);
   } else {
-    AxisTapsSoa<Fmt, K, kInterp, false, int64_t>(coord, count, size, pad, align, axis, tb);
+    AxisTapsSoa<T, K, kInterp, false, int64_t>(coord, count, size, pad, align, axis, tb);
   }
 }
 
 // Pass 1 for axis `axis` (0 = x) of size `size`: the vectorized int32 loop
 // when the axis allows it and, for reflection, the block's coordinates are
 // all moderate; else AxisTapsRare.
-template <typename Fmt, int K, int kInterp, typename TB>
-GS_CPU_INLINE void AxisTaps(const typename Fmt::Storage* grid, int64_t count, int64_t size,
-                            int64_t pad, bool align, int axis, TB* tb) {
-  const typename Fmt::Storage* coord = grid + axis;
+template <typename T, int K, int kInterp, typename TB>
+GS_CPU_INLINE void AxisTaps(const T* grid, int64_t count, int64_t size, int64_t pad, bool align,
+                            int axis, TB* tb) {
+  const T* coord = grid + axis;
   bool moderate = true;
-  if (pad == gs::kReflection) moderate = AllModerate<Fmt, K>(coord, count, size);
+  if (pad == gs::kReflection) moderate = AllModerate<T, K>(coord, count, size);
   if (moderate && size <= std::numeric_limits<int32_t>::max()) {
-    AxisTapsSoa<Fmt, K, kInterp, true, int32_t>(coord, count, size, pad, align, axis, tb);
+    AxisTapsSoa<T, K, kInterp, true, int32_t>(coord, count, size, pad, align, axis, tb);
   } else {
-    AxisTapsRare<Fmt, K, kInterp>(coord, count, size, pad, align, axis, tb);
+    AxisTapsRare<T, K, kInterp>(coord, count, size, pad, align, axis, tb);
   }
+}
+
+// Pass 2 of FillTaps for point b: the tensor product of the axes' taps, in
+// tap order, out-of-range taps with offset -1. Returns whether the point is
+// full: every tap in range and each x-run of kT1 taps contiguous in memory
+// (bicubic border / reflection taps may repeat near the edges).
+template <typename T, int K, int kInterp>
+GS_CPU_INLINE bool ProductTaps(const Geometry& g, bool need_grad, int64_t b,
+                               TapBlock<T, K, kInterp>* tb) {
+  constexpr int kT1 = TapBlock<T, K, kInterp>::kT1;
+  constexpr int kTz = K == 3 ? kT1 : 1;
+  const int64_t h = g.h, w = g.w;
+  int64_t ix[kT1], iy[kT1], iz[kTz];
+  T wx[kT1], wy[kT1], wz[kTz];
+  for (int i = 0; i < kT1; ++i) {
+    ix[i] = tb->aidx[0][i][b];
+    iy[i] = tb->aidx[1][i][b];
+    wx[i] = tb->aw[0][i][b];
+    wy[i] = tb->aw[1][i][b];
+  }
+  for (int l = 0; l < kTz; ++l) {
+    iz[l] = K == 3 ? tb->aidx[K - 1][l][b] : int64_t{0};
+    wz[l] = K == 3 ? tb->aw[K - 1][l][b] : T(1);
+  }
+  bool full = ix[0] >= 0;
+  for (int i = 1; i < kT1; ++i) full &= ix[i] == ix[0] + i;
+  for (int j = 0; j < kT1; ++j) full &= iy[j] >= 0;
+  for (int l = 0; l < kTz; ++l) full &= iz[l] >= 0;
+  for (int l = 0; l < kTz; ++l) {
+    for (int j = 0; j < kT1; ++j) {
+      for (int i = 0; i < kT1; ++i) {
+        const int t = (l * kT1 + j) * kT1 + i;
+        const bool valid = (ix[i] >= 0) & (iy[j] >= 0) & (iz[l] >= 0);
+        tb->off[b][t] = valid ? (iz[l] * h + iy[j]) * w + ix[i] : int64_t{-1};
+        tb->w[b][t] = K == 3 ? wx[i] * wy[j] * wz[l] : wx[i] * wy[j];
+        if (!need_grad) continue;
+        if (K == 3) {
+          tb->gw[b][0][t] = tb->adw[0][i][b] * wy[j] * wz[l];
+          tb->gw[b][1][t] = wx[i] * tb->adw[1][j][b] * wz[l];
+          tb->gw[b][K - 1][t] = wx[i] * wy[j] * tb->adw[K - 1][l][b];
+        } else {
+          tb->gw[b][0][t] = tb->adw[0][i][b] * wy[j];
+          tb->gw[b][1][t] = wx[i] * tb->adw[1][j][b];
+        }
+      }
+    }
+  }
+  return full;
+}
+
+// Moves the in-range taps of point b to the front, order kept; returns
+// their count.
+template <typename T, int K, int kInterp>
+GS_CPU_INLINE int CompactTaps(bool need_grad, int64_t b, TapBlock<T, K, kInterp>* tb) {
+  int n = 0;
+  for (int t = 0; t < TapBlock<T, K, kInterp>::kTaps; ++t) {
+    if (tb->off[b][t] < 0) continue;
+    tb->off[b][n] = tb->off[b][t];
+    tb->w[b][n] = tb->w[b][t];
+    if (need_grad) {
+      for (int a = 0; a < K; ++a) tb->gw[b][a][n] = tb->gw[b][a][t];
+    }
+    ++n;
+  }
+  return n;
 }
 
 // FillTaps with the padding and align_corners values `pad`, `align` (see
 // AxisTapsSoa).
-template <typename Fmt, int K, int kInterp>
-GS_CPU_INLINE void FillTapsFor(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
-                               int64_t pad, bool align, bool need_grad,
-                               TapBlock<typename Fmt::Compute, K, kInterp>* tb, int64_t band_lo,
-                               int64_t band_hi) {
-  using T = typename Fmt::Compute;
+template <typename T, int K, int kInterp>
+GS_CPU_INLINE void FillTapsFor(const T* grid, int64_t count, const Geometry& g, int64_t pad,
+                               bool align, bool need_grad, TapBlock<T, K, kInterp>* tb,
+                               int64_t band_lo, int64_t band_hi) {
   using TB = TapBlock<T, K, kInterp>;
-  constexpr int kT1 = TB::kT1;
   constexpr int kTaps = TB::kTaps;
-  // Pass 1: per axis, vectorized.
-  AxisTaps<Fmt, K, kInterp>(grid, count, g.w, pad, align, 0, tb);
-  AxisTaps<Fmt, K, kInterp>(grid, count, g.h, pad, align, 1, tb);
-  if constexpr (K == 3) AxisTaps<Fmt, K, kInterp>(grid, count, g.d, pad, align, 2, tb);
-  // The band restriction on the last axis.
-  for (int i = 0; i < kT1; ++i) {
+  // Pass 1: per axis, vectorized; then the band restriction on the last axis.
+  AxisTaps<T, K, kInterp>(grid, count, g.w, pad, align, 0, tb);
+  AxisTaps<T, K, kInterp>(grid, count, g.h, pad, align, 1, tb);
+  if constexpr (K == 3) AxisTaps<T, K, kInterp>(grid, count, g.d, pad, align, 2, tb);
+  for (int i = 0; i < TB::kT1; ++i) {
     int64_t* last = tb->aidx[K - 1][i];
     for (int64_t b = 0; b < count; ++b) {
       const bool in_band = (last[b] >= band_lo) & (last[b] < band_hi);
       last[b] = in_band ? last[b] : -1;
     }
   }
-  // Pass 2: per point, the tensor product of the axes' taps, in tap order;
-  // out-of-range taps get offset -1. Full points: every tap in range and
-  // each x-run of kT1 taps contiguous in memory (bicubic border / reflection
-  // taps may repeat near the edges). The others get their in-range taps
-  // moved to the front, order kept.
-  constexpr int kTz = K == 3 ? kT1 : 1;
-  const int64_t h = g.h, w = g.w;
+  // Pass 2: per point.
   int n_full = 0, n_part = 0;
   for (int64_t b = 0; b < count; ++b) {
-    int64_t ix[kT1], iy[kT1], iz[kTz];
-    T wx[kT1], wy[kT1], wz[kTz];
-    for (int i = 0; i < kT1; ++i) {
-      ix[i] = tb->aidx[0][i][b];
-      iy[i] = tb->aidx[1][i][b];
-      wx[i] = tb->aw[0][i][b];
-      wy[i] = tb->aw[1][i][b];
-    }
-    for (int l = 0; l < kTz; ++l) {
-      iz[l] = K == 3 ? tb->aidx[K - 1][l][b] : int64_t{0};
-      wz[l] = K == 3 ? tb->aw[K - 1][l][b] : T(1);
-    }
-    bool full = ix[0] >= 0;
-    for (int i = 1; i < kT1; ++i) full &= ix[i] == ix[0] + i;
-    for (int j = 0; j < kT1; ++j) full &= iy[j] >= 0;
-    for (int l = 0; l < kTz; ++l) full &= iz[l] >= 0;
-    for (int l = 0; l < kTz; ++l) {
-      for (int j = 0; j < kT1; ++j) {
-        for (int i = 0; i < kT1; ++i) {
-          const int t = (l * kT1 + j) * kT1 + i;
-          const bool valid = (ix[i] >= 0) & (iy[j] >= 0) & (iz[l] >= 0);
-          tb->off[b][t] = valid ? (iz[l] * h + iy[j]) * w + ix[i] : int64_t{-1};
-          tb->w[b][t] = K == 3 ? wx[i] * wy[j] * wz[l] : wx[i] * wy[j];
-          if (need_grad) {
-            if (K == 3) {
-              tb->gw[b][0][t] = tb->adw[0][i][b] * wy[j] * wz[l];
-              tb->gw[b][1][t] = wx[i] * tb->adw[1][j][b] * wz[l];
-              tb->gw[b][K - 1][t] = wx[i] * wy[j] * tb->adw[K - 1][l][b];
-            } else {
-              tb->gw[b][0][t] = tb->adw[0][i][b] * wy[j];
-              tb->gw[b][1][t] = wx[i] * tb->adw[1][j][b];
-            }
-          }
-        }
-      }
-    }
-    if (full) {
+    if (ProductTaps(g, need_grad, b, tb)) {
       tb->ntaps[b] = kTaps;
       tb->full[n_full++] = static_cast<int>(b);
-      continue;
+    } else {
+      tb->part[n_part++] = static_cast<int>(b);
+      tb->ntaps[b] = CompactTaps(need_grad, b, tb);
     }
-    tb->part[n_part++] = static_cast<int>(b);
-    int n = 0;
-    for (int t = 0; t < kTaps; ++t) {
-      if (tb->off[b][t] < 0) continue;
-      tb->off[b][n] = tb->off[b][t];
-      tb->w[b][n] = tb->w[b][t];
-      if (need_grad) {
-        for (int a = 0; a < K; ++a) tb->gw[b][a][n] = tb->gw[b][a][t];
-      }
-      ++n;
-    }
-    tb->ntaps[b] = n;
   }
   tb->n_full = n_full;
   // Stable counting sort of `part` by tap count, so that consumers can loop
@@ -296,22 +304,22 @@ void DispatchPadding(const Geometry& g, F&& f) {
   }
 }
 
-// Whether the per-point tap loops of dtype Fmt (FillTaps, BuildBandLists)
+// Whether the per-point tap loops of dtype T (FillTaps, BuildBandLists)
 // are compiled once per padding mode and align_corners, and on x86-64 for
 // AVX2 + FMA: float32 only, the dtype the fast paths serve. Everything else
 // (float64, float32 on x86-64 CPUs without AVX2) takes one build
 // with both as run-time values: the same results (the same IEEE operations,
 // no contraction), a fraction of the compile time.
-template <typename Fmt>
-inline constexpr bool kSpecializedTaps = std::is_same_v<typename Fmt::Storage, float>;
+template <typename T>
+inline constexpr bool kSpecializedTaps = std::is_same_v<T, float>;
 
 // Calls f(pad, align) with g.padding and g.align_corners, constants where
-// kSpecializedTaps<Fmt>. The target is set on the lambdas, since lambdas do not
+// kSpecializedTaps<T>. The target is set on the lambdas, since lambdas do not
 // inherit their function's; f must be forced inline for the constant to
 // reach its loops.
-template <typename Fmt, typename F>
+template <typename T, typename F>
 void WithTapConstants(const Geometry& g, F&& f) {
-  if constexpr (kSpecializedTaps<Fmt>) {
+  if constexpr (kSpecializedTaps<T>) {
 #if GS_CPU_HAVE_AVX2_PATH
     if (!HasAvx2Fma()) return f(g.padding, g.align_corners);
 #define GS_CPU_TAPS_TARGET __attribute__((target("avx2,fma")))
@@ -330,12 +338,12 @@ void WithTapConstants(const Geometry& g, F&& f) {
 // `grid` (k values per point, x first). Taps whose index along the last axis
 // (y in 2D, z in 3D) is outside [band_lo, band_hi) count as out of range:
 // the backward uses this to keep a task within the grad_input band it owns.
-template <typename Fmt, int K, int kInterp>
-void FillTaps(const typename Fmt::Storage* grid, int64_t count, const Geometry& g,
-              bool need_grad, TapBlock<typename Fmt::Compute, K, kInterp>* tb,
-              int64_t band_lo = 0, int64_t band_hi = std::numeric_limits<int64_t>::max()) {
-  WithTapConstants<Fmt>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-    FillTapsFor<Fmt, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi);
+template <typename T, int K, int kInterp>
+void FillTaps(const T* grid, int64_t count, const Geometry& g, bool need_grad,
+              TapBlock<T, K, kInterp>* tb, int64_t band_lo = 0,
+              int64_t band_hi = std::numeric_limits<int64_t>::max()) {
+  WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
+    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi);
   });
 }
 
@@ -360,7 +368,7 @@ inline int64_t PointsPerChunk(int64_t points, int64_t channels, int taps, int bl
 
 // The one dispatch point: dtype (float32 or float64: the half types run the
 // float32 kernels, half_precision.h) x spatial rank x interpolation x layout.
-// `f` is called as f(Fmt{}, integral_constant<int, K>, integral_constant<int,
+// `f` is called as f(T{}, integral_constant<int, K>, integral_constant<int,
 // Interp>, integral_constant<bool, ChannelsLast>) and returns ffi::Error.
 // Calls f(integral_constant<int, K>, integral_constant<int, Interp>) for
 // spatial rank k (2 or 3) and `interpolation` (validated: bicubic is the last).
@@ -377,12 +385,11 @@ void DispatchKernel(int k, int64_t interpolation, F&& f) {
   with_k(std::integral_constant<int, 3>{});
 }
 
-template <typename Fmt, int K, typename F>
+template <typename T, int K, typename F>
 ffi::Error DispatchModes(int64_t interpolation, bool channels_last, F&& f) {
   auto with_layout = [&](auto interp) -> ffi::Error {
-    if (channels_last) return f(Fmt{}, std::integral_constant<int, K>{}, interp,
-                                std::true_type{});
-    return f(Fmt{}, std::integral_constant<int, K>{}, interp, std::false_type{});
+    if (channels_last) return f(T{}, std::integral_constant<int, K>{}, interp, std::true_type{});
+    return f(T{}, std::integral_constant<int, K>{}, interp, std::false_type{});
   };
   switch (interpolation) {
     case gs::kBilinear: return with_layout(std::integral_constant<int, gs::kBilinear>{});
@@ -392,18 +399,18 @@ ffi::Error DispatchModes(int64_t interpolation, bool channels_last, F&& f) {
   }
 }
 
-template <typename Fmt, typename F>
+template <typename T, typename F>
 ffi::Error DispatchRank(int k, int64_t interpolation, bool channels_last, F&& f) {
-  if (k == 2) return DispatchModes<Fmt, 2>(interpolation, channels_last, f);
-  if (k == 3) return DispatchModes<Fmt, 3>(interpolation, channels_last, f);
+  if (k == 2) return DispatchModes<T, 2>(interpolation, channels_last, f);
+  if (k == 3) return DispatchModes<T, 3>(interpolation, channels_last, f);
   return InvalidArgument("spatial rank must be 2 or 3");
 }
 
 template <typename F>
 ffi::Error Dispatch(ffi::DataType dt, int k, int64_t interpolation, bool channels_last, F&& f) {
   switch (dt) {
-    case ffi::DataType::F32: return DispatchRank<gs::F32Format>(k, interpolation, channels_last, f);
-    case ffi::DataType::F64: return DispatchRank<gs::F64Format>(k, interpolation, channels_last, f);
+    case ffi::DataType::F32: return DispatchRank<float>(k, interpolation, channels_last, f);
+    case ffi::DataType::F64: return DispatchRank<double>(k, interpolation, channels_last, f);
     default: return InvalidArgument("unsupported dtype");
   }
 }

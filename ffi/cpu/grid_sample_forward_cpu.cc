@@ -34,8 +34,7 @@ int64_t Avx2PointsPerTask(ffi::ThreadPool& pool, const Geometry& g, int64_t inte
 
 // The float32 AVX2 strategies (grid_sample_avx2.h).
 void ForwardAvx2(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
-                 ForwardStrategy strategy, const float* input, const float* grid,
-                 float* output) {
+                 ForwardStrategy strategy, const float* input, const float* grid, float* output) {
   if (strategy == ForwardStrategy::kTilesViaCopy) {
     // One task per batch element copies it into a buffer of its own, which
     // stays in the core's cache, and samples all of its points from there.
@@ -65,12 +64,9 @@ void ForwardAvx2(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation
 }
 
 // The portable strategy: any dtype, any CPU.
-template <typename Fmt, int K, int kInterp, bool kChannelsLast>
-void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g,
-                   const typename Fmt::Storage* input, const typename Fmt::Storage* grid,
-                   typename Fmt::Storage* output) {
-  using S = typename Fmt::Storage;
-  using T = typename Fmt::Compute;
+template <typename T, int K, int kInterp, bool kChannelsLast>
+void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g, const T* input, const T* grid,
+                     T* output) {
   using TB = TapBlock<T, K, kInterp>;
   constexpr int kTaps = TB::kTaps;
   constexpr int64_t kBlock = TB::kBlock;
@@ -89,37 +85,37 @@ void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g,
     T acc[kCBlock];
     for (int64_t p0 = p_begin; p0 < p_end; p0 += kBlock) {
       const int64_t cnt = std::min(kBlock, p_end - p0);
-      FillTaps<Fmt, K, kInterp>(grid + (n * points + p0) * K, cnt, g, false, tb.get());
+      FillTaps<T, K, kInterp>(grid + (n * points + p0) * K, cnt, g, false, tb.get());
       if (!kChannelsLast) {
         // Points with every tap in range: channel-outer, contiguous output rows.
         for (int64_t c = 0; c < channels; ++c) {
-          const S* src = input + (n * channels + c) * plane;
-          S* dst = output + (n * channels + c) * points + p0;
+          const T* src = input + (n * channels + c) * plane;
+          T* dst = output + (n * channels + c) * points + p0;
           for (int i = 0; i < tb->n_full; ++i) {
             const int b = tb->full[i];
             T sum = T(0);
-            for (int t = 0; t < kTaps; ++t) sum += tb->w[b][t] * Fmt::Load(src[tb->off[b][t]]);
-            dst[b] = Fmt::Store(sum);
+            for (int t = 0; t < kTaps; ++t) sum += tb->w[b][t] * src[tb->off[b][t]];
+            dst[b] = sum;
           }
         }
         // The others, channel-outer too, by tap count (the same trip count
         // for consecutive points of the tap loop).
         for (int64_t c = 0; c < channels; ++c) {
-          const S* src = input + (n * channels + c) * plane;
-          S* dst = output + (n * channels + c) * points + p0;
+          const T* src = input + (n * channels + c) * plane;
+          T* dst = output + (n * channels + c) * points + p0;
           for (int nt = 0; nt <= kTaps; ++nt) {
             for (int i = tb->part_begin[nt]; i < tb->part_begin[nt + 1]; ++i) {
               const int b = tb->part[i];
               T sum = T(0);
-              for (int t = 0; t < nt; ++t) sum += tb->w[b][t] * Fmt::Load(src[tb->off[b][t]]);
-              dst[b] = Fmt::Store(sum);
+              for (int t = 0; t < nt; ++t) sum += tb->w[b][t] * src[tb->off[b][t]];
+              dst[b] = sum;
             }
           }
         }
       } else {
-        const S* src_n = input + n * plane * channels;
+        const T* src_n = input + n * plane * channels;
         for (int64_t b = 0; b < cnt; ++b) {
-          S* dst = output + (n * points + p0 + b) * channels;
+          T* dst = output + (n * points + p0 + b) * channels;
           for (int64_t c0 = 0; c0 < channels; c0 += kCBlock) {
             const int64_t cn = std::min(kCBlock, channels - c0);
             for (int64_t c = 0; c < cn; ++c) acc[c] = T(0);
@@ -127,10 +123,10 @@ void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g,
             for (int t = 0; t < nt; ++t) {
               const int64_t off = tb->off[b][t];
               const T wt = tb->w[b][t];
-              const S* row = src_n + off * channels + c0;
-              for (int64_t c = 0; c < cn; ++c) acc[c] += wt * Fmt::Load(row[c]);
+              const T* row = src_n + off * channels + c0;
+              for (int64_t c = 0; c < cn; ++c) acc[c] += wt * row[c];
             }
-            for (int64_t c = 0; c < cn; ++c) dst[c0 + c] = Fmt::Store(acc[c]);
+            for (int64_t c = 0; c < cn; ++c) dst[c0 + c] = acc[c];
           }
         }
       }
@@ -150,11 +146,11 @@ ffi::Error ForwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType 
   }
   return Dispatch(dt, g.k, interpolation, g.channels_last,
                   [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
-                    using S = typename decltype(fmt)::Storage;
+                    using T = decltype(fmt);
                     ForwardPortable<decltype(fmt), decltype(k)::value, decltype(interp)::value,
-                                    decltype(cl)::value>(pool, g, static_cast<const S*>(input),
-                                                         static_cast<const S*>(grid),
-                                                         static_cast<S*>(output));
+                                    decltype(cl)::value>(pool, g, static_cast<const T*>(input),
+                                                         static_cast<const T*>(grid),
+                                                         static_cast<T*>(output));
                     return ffi::Error::Success();
                   });
 }
@@ -182,8 +178,8 @@ ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
                        ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
                        bool align_corners, bool channels_last, int64_t strategy) {
   Geometry g;
-  if (ffi::Error err = MakeGeometry(input, grid, interpolation, padding, align_corners,
-                                    channels_last, &g);
+  if (ffi::Error err =
+          MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
       !err.success()) {
     return err;
   }
@@ -221,11 +217,10 @@ ffi::Error ForwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
 }  // namespace
 }  // namespace gs_cpu
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCpu, gs_cpu::ForwardAuto,
-                              gs_ffi::BindForward(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleForwardCpu, gs_cpu::ForwardAuto,
+    gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
 // The same forward with the strategy forced (attribute "strategy"): for tests.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCpuWithStrategy, gs_cpu::ForwardImpl,
-                              gs_ffi::BindForward(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
+                              gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
                                   .Attr<int64_t>("strategy"));

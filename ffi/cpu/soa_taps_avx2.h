@@ -112,7 +112,7 @@ __attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restric
   // loop scalar; blocks without any take the vectorizable form.
   bool moderate = true;
   if constexpr (kPad == gs::kReflection) {
-    moderate = AllModerate<gs::F32Format, K>(coord, cnt, size);
+    moderate = AllModerate<float, K>(coord, cnt, size);
   }
   if (moderate) {
     AxisSoaLoop<K, kInterp, kPad, kAlign, kB, kDmult, true>(coord, cnt, size, ix, wx, dm);
@@ -129,7 +129,7 @@ GS_CPU_INLINE bool AxesModerate(const float* __restrict grid, int cnt, const int
   bool moderate = true;
   if constexpr (kPad == gs::kReflection) {
     for (int a = 0; a < K; ++a) {
-      moderate = moderate && AllModerate<gs::F32Format, K>(grid + a, cnt, sizes[a]);
+      moderate = moderate && AllModerate<float, K>(grid + a, cnt, sizes[a]);
     }
   }
   return moderate;

@@ -51,16 +51,14 @@ ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t inter
 }
 
 // The error of a strategy that cannot take the call.
-ffi::Error Refused(const char* direction, int64_t requested, const Geometry& g,
-                   ffi::DataType dt) {
+ffi::Error Refused(const char* direction, int64_t requested, const Geometry& g, ffi::DataType dt) {
   return InvalidArgument("attribute strategy " + std::to_string(requested) +
                          " cannot compute this " + direction + " (" + DTypeName(dt) + ", " +
                          (g.channels_last ? "channels last" : "channels first") + ")");
 }
 
 ffi::Error ResolveForwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
-                                  int64_t interpolation, int64_t threads,
-                                  ForwardStrategy* chosen) {
+                                  int64_t interpolation, int64_t threads, ForwardStrategy* chosen) {
   if (requested == static_cast<int64_t>(ForwardStrategy::kAuto)) {
     *chosen = ChooseForward(g, dt, interpolation, threads);
     return ffi::Error::Success();
@@ -79,8 +77,7 @@ bool BackwardCanTake(BackwardStrategy strategy, const Geometry& g, ffi::DataType
     case BackwardStrategy::kPortable: return true;
     case BackwardStrategy::kBilinearBlock:
       return Avx2Takes(g, dt) && g.k == 2 && interpolation == gs::kBilinear && !g.channels_last;
-    case BackwardStrategy::kNearestRanges:
-      return Avx2Takes(g, dt) && interpolation == gs::kNearest;
+    case BackwardStrategy::kNearestRanges: return Avx2Takes(g, dt) && interpolation == gs::kNearest;
     case BackwardStrategy::kChannelsLastAvx2: return Avx2Takes(g, dt) && g.channels_last;
     default: return false;
   }

@@ -23,19 +23,19 @@ namespace gs_cpu {
 // pick (the production target).
 enum class ForwardStrategy : int64_t {
   kAuto = -1,
-  kPortable = 0,     // tap tables per block of points, plain loops (any dtype)
-  kGather = 1,       // per channel, 8 points at a time: gathers, or pairs of floats (bilinear)
-                     // and plain loads (nearest); channels last, per point
-  kTiles = 2,        // channels-last input read in place, a pixel's channels as vectors
-  kTilesViaCopy = 3, // channels-first input copied channels-last per batch element, then kTiles
+  kPortable = 0,      // tap tables per block of points, plain loops (any dtype)
+  kGather = 1,        // per channel, 8 points at a time: gathers, or pairs of floats (bilinear)
+                      // and plain loads (nearest); channels last, per point
+  kTiles = 2,         // channels-last input read in place, a pixel's channels as vectors
+  kTilesViaCopy = 3,  // channels-first input copied channels-last per batch element, then kTiles
 };
 
 enum class BackwardStrategy : int64_t {
   kAuto = -1,
-  kPortable = 0,         // tap tables per block of points, plain loops (any dtype)
-  kBilinearBlock = 1,    // 2D bilinear channels first: per-axis tables, AVX2 loops
-  kNearestRanges = 2,    // nearest: tasks own ranges of plane elements, staged vector adds
-  kChannelsLastAvx2 = 3, // channels last: kPortable's blocks, channel runs in AVX2
+  kPortable = 0,          // tap tables per block of points, plain loops (any dtype)
+  kBilinearBlock = 1,     // 2D bilinear channels first: per-axis tables, AVX2 loops
+  kNearestRanges = 2,     // nearest: tasks own ranges of plane elements, staged vector adds
+  kChannelsLastAvx2 = 3,  // channels last: kPortable's loops compiled for AVX2 + FMA
 };
 
 // The dtype the kernels compute in: float16 and bfloat16 run float32's
@@ -54,8 +54,7 @@ ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t inter
 // `requested` (kAuto or a forced value) as the strategy to run, or an error
 // naming the attribute when it is unknown or cannot take the call.
 ffi::Error ResolveForwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
-                                  int64_t interpolation, int64_t threads,
-                                  ForwardStrategy* chosen);
+                                  int64_t interpolation, int64_t threads, ForwardStrategy* chosen);
 
 bool BackwardCanTake(BackwardStrategy strategy, const Geometry& g, ffi::DataType dt,
                      int64_t interpolation);
