@@ -123,7 +123,7 @@ class GenericBlock {
   static constexpr int64_t kBlock = TB::kBlock;
   // The row form of full points (channels first, float32; float64 takes the
   // point form, one form less to compile).
-  static constexpr bool kRows = !kChannelsLast && std::is_same_v<T, float>;
+  static constexpr bool kRows = !kChannelsLast;
 
   GenericBlock(const Geometry& g, const BackwardArrays<T>& arrays, bool avx2_channels_last,
                bool grad)
@@ -144,20 +144,7 @@ class GenericBlock {
     if constexpr (kChannelsLast) {
       ChannelsLast(t, pidx, cnt);
     } else {
-      if constexpr (kRows) {
-        FullRows(t, pidx, cnt);
-      } else {
-        for (int64_t c = t.c_begin; c < t.c_end; ++c) {
-          for (int i = 0; i < tb_->n_full; ++i) Point(t, c, tb_->full[i], kTaps, pidx);
-        }
-      }
-      for (int64_t c = t.c_begin; c < t.c_end; ++c) {
-        for (int nt = 1; nt <= kTaps; ++nt) {
-          for (int i = tb_->part_begin[nt]; i < tb_->part_begin[nt + 1]; ++i) {
-            Point(t, c, tb_->part[i], nt, pidx);
-          }
-        }
-      }
+      Rows(t, pidx, cnt);
     }
     if (grad_) {
       for (int b = 0; b < cnt; ++b) {
@@ -167,26 +154,12 @@ class GenericBlock {
   }
 
  private:
-  // Channel c of point b, its first nt taps, tap by tap.
-  void Point(const BackwardTask<T>& t, int64_t c, int b, int nt, const int64_t* pidx) {
-    const int64_t nc = t.n * g_.c + c;
-    const T gv = a_.grad_out[nc * g_.points + pidx[b]];
-    const T* src = a_.input + nc * g_.plane;
-    T* gi = t.gi != nullptr ? t.gi + nc * g_.plane : nullptr;
-    for (int k = 0; k < nt; ++k) {
-      const int64_t off = tb_->off[b][k];
-      if (gi != nullptr) gi[off] += tb_->w[b][k] * gv;
-      if (grad_) {
-        const T prod = gv * src[off];
-        for (int a = 0; a < K; ++a) gacc_[b * K + a] += prod * tb_->gw[b][a][k];
-      }
-    }
-  }
-
-  // Full points, row form: the grid gradient kept as per-tap sums over
-  // channels, A[t] = sum_c gv * input[t], folded with the weight derivatives
-  // once per point.
-  void FullRows(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
+  // Channels first. The grid gradient is kept as per-tap sums over channels,
+  // A[t] = sum_c gv * input[t] (channels added in channel order), folded with
+  // the weight derivatives once per point: sum_t dw[t] * A[t], taps in order.
+  // The one order of every channels-first strategy (bilinear_backward_avx2.h
+  // keeps it too).
+  void Rows(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
     if (grad_) std::fill(acc_.get(), acc_.get() + cnt * kTaps, T(0));
     if (t.gi != nullptr && grad_) {
       RowChannels<true, true>(t, pidx);
@@ -196,12 +169,11 @@ class GenericBlock {
       RowChannels<false, true>(t, pidx);
     }
     if (!grad_) return;
-    for (int i = 0; i < tb_->n_full; ++i) {
-      const int b = tb_->full[i];
+    for (int b = 0; b < cnt; ++b) {
       const T* a = acc_.get() + b * kTaps;
       for (int ax = 0; ax < K; ++ax) {
         T sum = T(0);
-        for (int k = 0; k < kTaps; ++k) sum += tb_->gw[b][ax][k] * a[k];
+        for (int k = 0; k < tb_->ntaps[b]; ++k) sum += tb_->gw[b][ax][k] * a[k];
         gacc_[b * K + ax] += sum;
       }
     }
@@ -222,8 +194,9 @@ class GenericBlock {
     }
   }
 
-  // Channels c0 .. c0 + kG - 1 of the full points: each x-run of kT1 taps is
-  // read and updated as one TapRow (bilinear: two rows as one TapRowPair).
+  // Channels c0 .. c0 + kG - 1: the full points, each x-run of kT1 taps read
+  // and updated as one TapRow (bilinear: two rows as one TapRowPair), then
+  // the others (in-range taps first, by tap count) tap by tap.
   template <bool kGi, bool kGrad, int kG>
   void RowGroup(const BackwardTask<T>& t, int64_t c0, const int64_t* pidx) {
     using Row = std::conditional_t<kT1 == 2, TapRowPair<T>, TapRow<T, kT1>>;
@@ -266,6 +239,22 @@ class GenericBlock {
           Row sum = Row::Load(a);
           for (int k = 0; k < kG; ++k) sum.AddScaled(gv[k], load(src[k], off0, off1));
           sum.Store(a);
+        }
+      }
+    }
+    for (int i = tb_->part_begin[1]; i < tb_->part_begin[kTaps + 1]; ++i) {
+      const int b = tb_->part[i];
+      T gv[kG];
+      for (int k = 0; k < kG; ++k) gv[k] = go[k][pidx[b]];
+      for (int u = 0; u < tb_->ntaps[b]; ++u) {
+        const int64_t off = tb_->off[b][u];
+        if constexpr (kGi) {
+          for (int k = 0; k < kG; ++k) gi[k][off] += tb_->w[b][u] * gv[k];
+        }
+        if constexpr (kGrad) {
+          T sum = acc_[b * kTaps + u];
+          for (int k = 0; k < kG; ++k) sum += gv[k] * src[k][off];
+          acc_[b * kTaps + u] = sum;
         }
       }
     }
