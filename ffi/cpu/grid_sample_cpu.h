@@ -249,7 +249,7 @@ GS_CPU_INLINE int CompactTaps(bool need_grad, int64_t b, TapBlock<T, K, kInterp>
 template <typename T, int K, int kInterp>
 GS_CPU_INLINE void FillTapsFor(const T* grid, int64_t count, const Geometry& g, int64_t pad,
                                bool align, bool need_grad, TapBlock<T, K, kInterp>* tb,
-                               int64_t band_lo, int64_t band_hi) {
+                               int64_t band_lo, int64_t band_hi, bool compact) {
   using TB = TapBlock<T, K, kInterp>;
   constexpr int kTaps = TB::kTaps;
   // Pass 1: per axis, vectorized; then the band restriction on the last axis.
@@ -271,7 +271,7 @@ GS_CPU_INLINE void FillTapsFor(const T* grid, int64_t count, const Geometry& g, 
       tb->full[n_full++] = static_cast<int>(b);
     } else {
       tb->part[n_part++] = static_cast<int>(b);
-      tb->ntaps[b] = CompactTaps(need_grad, b, tb);
+      tb->ntaps[b] = compact ? CompactTaps(need_grad, b, tb) : kTaps;
     }
   }
   tb->n_full = n_full;
@@ -338,12 +338,15 @@ void WithTapConstants(const Geometry& g, F&& f) {
 // `grid` (k values per point, x first). Taps whose index along the last axis
 // (y in 2D, z in 3D) is outside [band_lo, band_hi) count as out of range:
 // the backward uses this to keep a task within the grad_input band it owns.
+// Without `compact`, the taps of `part` points stay in tap order, those out
+// of range with offset -1 (the forward's sums need each tap's place).
 template <typename T, int K, int kInterp>
 void FillTaps(const T* grid, int64_t count, const Geometry& g, bool need_grad,
               TapBlock<T, K, kInterp>* tb, int64_t band_lo = 0,
-              int64_t band_hi = std::numeric_limits<int64_t>::max()) {
+              int64_t band_hi = std::numeric_limits<int64_t>::max(), bool compact = true) {
   WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi);
+    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi,
+                               compact);
   });
 }
 

@@ -5,7 +5,9 @@
 // computes the taps of a block of points once and then loops over channels.
 // Every output element is written by exactly one task.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -63,74 +65,95 @@ void ForwardAvx2(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation
   });
 }
 
-// The portable strategy: any dtype, any CPU.
+// The value of one output element from the input at its taps, value(t)
+// (asked for taps in range only), in the forward's one summation order,
+// which every strategy keeps to the bit: 2D bicubic, the separable sum
+// sum_j wy_j ((wx_0 v_0j + wx_1 v_1j) + (wx_2 v_2j + wx_3 v_3j)), added
+// pairwise, a tap out of range read as 0; the others, the even and the odd
+// taps in two running sums of fused multiply-adds, then added.
+template <typename T, int K, int kInterp, typename Value>
+GS_CPU_INLINE T TapSum(const TapBlock<T, K, kInterp>& tb, int64_t b, Value value) {
+  constexpr int kTaps = TapBlock<T, K, kInterp>::kTaps;
+  if constexpr (K == 2 && kInterp == gs::kBicubic) {
+    T q[4];
+    for (int j = 0; j < 4; ++j) {
+      T pv[4];
+      for (int i = 0; i < 4; ++i) {
+        pv[i] = tb.aw[0][i][b] * (tb.off[b][4 * j + i] >= 0 ? value(4 * j + i) : T(0));
+      }
+      q[j] = tb.aw[1][j][b] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
+    }
+    return (q[0] + q[1]) + (q[2] + q[3]);
+  } else {
+    T acc[2] = {T(0), T(0)};
+    for (int t = 0; t < kTaps; ++t) {
+      if (tb.off[b][t] >= 0) acc[t & 1] = std::fma(tb.w[b][t], value(t), acc[t & 1]);
+    }
+    return kTaps == 1 ? acc[0] : acc[0] + acc[1];
+  }
+}
+
+// The portable strategy for points [p_begin, p_end) of batch element n: tap
+// tables per block of points, then contiguous output rows per channel
+// (channels first) or each point's channels (channels last).
+template <typename T, int K, int kInterp, bool kChannelsLast>
+GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* grid, T* output,
+                                 int64_t n, int64_t p_begin, int64_t p_end) {
+  using TB = TapBlock<T, K, kInterp>;
+  const int64_t channels = g.c, points = g.points, plane = g.plane;
+  auto tb = NewTapBlock<TB>();
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
+    const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
+    FillTaps<T, K, kInterp>(grid + (n * points + p0) * K, cnt, g, false, tb.get(), 0,
+                            std::numeric_limits<int64_t>::max(), false);
+    if constexpr (!kChannelsLast) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const T* src = input + (n * channels + c) * plane;
+        T* dst = output + (n * channels + c) * points + p0;
+        for (int64_t b = 0; b < cnt; ++b) {
+          dst[b] = TapSum(*tb, b, [&](int t) { return src[tb->off[b][t]]; });
+        }
+      }
+    } else {
+      const T* src_n = input + n * plane * channels;
+      for (int64_t b = 0; b < cnt; ++b) {
+        T* dst = output + (n * points + p0 + b) * channels;
+        for (int64_t c = 0; c < channels; ++c) {
+          dst[c] = TapSum(*tb, b, [&](int t) { return src_n[tb->off[b][t] * channels + c]; });
+        }
+      }
+    }
+  }
+}
+
+#if GS_CPU_HAVE_AVX2_PATH
+// The same source compiled for AVX2 + FMA: what the portable strategy runs
+// where the CPU has them (its fused multiply-adds inline).
+template <typename T, int K, int kInterp, bool kChannelsLast>
+__attribute__((target("avx2,fma"))) void PortableChunkAvx2(const Geometry& g, const T* input,
+                                                           const T* grid, T* output, int64_t n,
+                                                           int64_t p_begin, int64_t p_end) {
+  PortableChunk<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin, p_end);
+}
+#endif
+
 template <typename T, int K, int kInterp, bool kChannelsLast>
 void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g, const T* input, const T* grid,
                      T* output) {
   using TB = TapBlock<T, K, kInterp>;
-  constexpr int kTaps = TB::kTaps;
-  constexpr int64_t kBlock = TB::kBlock;
-  const int64_t n_batch = g.n, channels = g.c, points = g.points, plane = g.plane;
-  if (n_batch == 0 || channels == 0 || points == 0) return;
-
-  const int64_t pts_per_chunk = PointsPerChunk(points, channels, kTaps, kBlock);
-  const int64_t chunks_per_n = CeilDiv(points, pts_per_chunk);
-
-  ParallelFor(pool, n_batch * chunks_per_n, [&](int64_t chunk) {
+  const int64_t per_chunk = PointsPerChunk(g.points, g.c, TB::kTaps, TB::kBlock);
+  const int64_t chunks_per_n = CeilDiv(g.points, per_chunk);
+  ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
     const int64_t n = chunk / chunks_per_n;
-    const int64_t p_begin = (chunk % chunks_per_n) * pts_per_chunk;
-    const int64_t p_end = std::min(points, p_begin + pts_per_chunk);
-    auto tb = NewTapBlock<TB>();
-    constexpr int64_t kCBlock = 128;
-    T acc[kCBlock];
-    for (int64_t p0 = p_begin; p0 < p_end; p0 += kBlock) {
-      const int64_t cnt = std::min(kBlock, p_end - p0);
-      FillTaps<T, K, kInterp>(grid + (n * points + p0) * K, cnt, g, false, tb.get());
-      if (!kChannelsLast) {
-        // Points with every tap in range: channel-outer, contiguous output rows.
-        for (int64_t c = 0; c < channels; ++c) {
-          const T* src = input + (n * channels + c) * plane;
-          T* dst = output + (n * channels + c) * points + p0;
-          for (int i = 0; i < tb->n_full; ++i) {
-            const int b = tb->full[i];
-            T sum = T(0);
-            for (int t = 0; t < kTaps; ++t) sum += tb->w[b][t] * src[tb->off[b][t]];
-            dst[b] = sum;
-          }
-        }
-        // The others, channel-outer too, by tap count (the same trip count
-        // for consecutive points of the tap loop).
-        for (int64_t c = 0; c < channels; ++c) {
-          const T* src = input + (n * channels + c) * plane;
-          T* dst = output + (n * channels + c) * points + p0;
-          for (int nt = 0; nt <= kTaps; ++nt) {
-            for (int i = tb->part_begin[nt]; i < tb->part_begin[nt + 1]; ++i) {
-              const int b = tb->part[i];
-              T sum = T(0);
-              for (int t = 0; t < nt; ++t) sum += tb->w[b][t] * src[tb->off[b][t]];
-              dst[b] = sum;
-            }
-          }
-        }
-      } else {
-        const T* src_n = input + n * plane * channels;
-        for (int64_t b = 0; b < cnt; ++b) {
-          T* dst = output + (n * points + p0 + b) * channels;
-          for (int64_t c0 = 0; c0 < channels; c0 += kCBlock) {
-            const int64_t cn = std::min(kCBlock, channels - c0);
-            for (int64_t c = 0; c < cn; ++c) acc[c] = T(0);
-            const int nt = tb->ntaps[b];
-            for (int t = 0; t < nt; ++t) {
-              const int64_t off = tb->off[b][t];
-              const T wt = tb->w[b][t];
-              const T* row = src_n + off * channels + c0;
-              for (int64_t c = 0; c < cn; ++c) acc[c] += wt * row[c];
-            }
-            for (int64_t c = 0; c < cn; ++c) dst[c0 + c] = acc[c];
-          }
-        }
-      }
+    const int64_t p_begin = (chunk % chunks_per_n) * per_chunk;
+    const int64_t p_end = std::min(g.points, p_begin + per_chunk);
+#if GS_CPU_HAVE_AVX2_PATH
+    if (HasAvx2Fma()) {
+      return PortableChunkAvx2<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin,
+                                                             p_end);
     }
+#endif
+    PortableChunk<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin, p_end);
   });
 }
 
