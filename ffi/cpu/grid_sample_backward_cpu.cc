@@ -179,19 +179,14 @@ class GenericBlock {
     }
   }
 
-  // Groups of up to 4 channels: a group shares the loads of the point's
-  // tables and sums; each channel is added in channel order, whatever the
-  // grouping.
+  // Groups of 4 channels, then the rest one at a time: a group shares the
+  // loads of the point's tables and sums; each channel is added in channel
+  // order, whatever the grouping.
   template <bool kGi, bool kGrad>
   void RowChannels(const BackwardTask<T>& t, const int64_t* pidx) {
     int64_t c = t.c_begin;
     for (; c + 4 <= t.c_end; c += 4) RowGroup<kGi, kGrad, 4>(t, c, pidx);
-    switch (t.c_end - c) {
-      case 3: return RowGroup<kGi, kGrad, 3>(t, c, pidx);
-      case 2: return RowGroup<kGi, kGrad, 2>(t, c, pidx);
-      case 1: return RowGroup<kGi, kGrad, 1>(t, c, pidx);
-      default: return;
-    }
+    for (; c < t.c_end; ++c) RowGroup<kGi, kGrad, 1>(t, c, pidx);
   }
 
   // Channels c0 .. c0 + kG - 1: the full points, each x-run of kT1 taps read
