@@ -132,12 +132,8 @@ class NativeKernel:
     # (forward, backward): channels-last calls with fewer channels than this run the
     # channels-first kernel between XLA transposes (0: never). On the CPU, a channels-last
     # pixel of a few channels is too short for the kernel's vectors, and channels-first planes
-    # stay in the cache where whole channels-last pixels do not. (8,128,128,C) bilinear under
-    # jit on a Zen 5 VM, p10, channels last -> detour: forward 0.63 -> 0.15 ms with 1 channel,
-    # 0.64 -> 0.35 with 3, but 0.33 -> 0.45 with 4; fwd+bwd 2.1 -> 0.64 with 1, 2.3 -> 1.4
-    # with 3, 2.2 -> 1.5 with 4 (forward detoured too), 2.8 -> 2.1 with 6, 2.1 -> 2.7 with 8.
-    # 3D bilinear backward: (1,64,64,64,1) 8.8-9.2 -> 6.0 ms, (2,32,32,32,2) 1.9-3.0 -> 1.5,
-    # (2,32,32,32,4) 1.9-2.05 -> 2.0-2.1.
+    # stay in the cache where whole channels-last pixels do not: the detour wins below 4
+    # channels for the forward and below 8 for the backward, and loses above.
     channels_first_below: tuple[int, int] = (0, 0)
 
 
