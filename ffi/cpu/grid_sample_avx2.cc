@@ -88,12 +88,8 @@ bool SamplesPairs(const Geometry& g, int64_t interpolation) {
 }
 
 // 8 lanes of floats or int32 (GCC vector extensions) for the pair tables.
-template <int W>
-struct Lanes {
-  static_assert(W == 8, "AVX2 vectors");
-  typedef float F __attribute__((vector_size(4 * W)));
-  typedef int32_t I __attribute__((vector_size(4 * W)));
-};
+typedef float F8 __attribute__((vector_size(32)));
+typedef int32_t I8 __attribute__((vector_size(32)));
 
 template <typename V, typename T>
 GS_CPU_INLINE V LoadLanes(const T* p) {
@@ -110,16 +106,13 @@ GS_CPU_INLINE void StoreLanes(T* p, const V& v) {
 // The 16 entries of the pair tables' layout of 8 points from their first
 // floats f and second floats s (lanes 8 + i): points 0 1 4 5, then 2 3 6 7,
 // each first then second.
-template <int W>
-GS_CPU_INLINE void StorePairLayout(float* dst, const typename Lanes<W>::F& f,
-                                   const typename Lanes<W>::F& s) {
-  using I = typename Lanes<W>::I;
-  StoreLanes(dst, __builtin_shuffle(f, s, I{0, 8, 1, 9, 4, 12, 5, 13}));
-  StoreLanes(dst + 8, __builtin_shuffle(f, s, I{2, 10, 3, 11, 6, 14, 7, 15}));
+GS_CPU_INLINE void StorePairLayout(float* dst, const F8& f, const F8& s) {
+  StoreLanes(dst, __builtin_shuffle(f, s, I8{0, 8, 1, 9, 4, 12, 5, 13}));
+  StoreLanes(dst + 8, __builtin_shuffle(f, s, I8{2, 10, 3, 11, 6, 14, 7, 15}));
 }
 
 // Bilinear: the pair weights of SoaTaps from FillPairAxes's per-axis
-// weights, W points at a time: per row of a point's taps, each float's
+// weights, 8 points at a time: per row of a point's taps, each float's
 // weight (wx * wy) * wz, as FillSoaTaps forms a tap's weight, and 0 for a
 // float that is no tap (a factor is 0 then; the weights are finite and not
 // negative, so the product is +0, as a masked one). Each row of a point's
@@ -127,26 +120,25 @@ GS_CPU_INLINE void StorePairLayout(float* dst, const typename Lanes<W>::F& f,
 // between the two floats of a pair, or between two rows, only when the
 // other one is no tap: its product then lands in the sum where the gather
 // path adds its 0, and the sums come out the same either way round.
-template <int W, int K, int kInterp>
-GS_CPU_INLINE void FillPairWeightsBody(int cnt, const Geometry& g,
-                                       SoaTaps<K, kInterp>* __restrict st) {
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"))) void FillPairWeightsAvx2(int cnt, const Geometry& g,
+                                                             SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
-  using F = typename Lanes<W>::F;
   const int32_t w = static_cast<int32_t>(g.w), h = static_cast<int32_t>(g.h);
   for (int r = 0; r < ST::kPairRows; ++r) st->pair_step[r] = (r & 1) * w + (r >> 1) * h * w;
-  for (int b = 0; b < ((cnt + 15) & ~15); b += W) {
-    F aw[K][2];
+  for (int b = 0; b < ((cnt + 15) & ~15); b += 8) {
+    F8 aw[K][2];
     for (int a = 0; a < K; ++a) {
-      for (int s = 0; s < 2; ++s) aw[a][s] = LoadLanes<F>(st->pair_aw[a][s] + b);
+      for (int s = 0; s < 2; ++s) aw[a][s] = LoadLanes<F8>(st->pair_aw[a][s] + b);
     }
     for (int r = 0; r < ST::kPairRows; ++r) {
       const int j = r & 1, l = r >> 1;
-      F wt[2];
+      F8 wt[2];
       for (int s = 0; s < 2; ++s) {
         wt[s] = aw[0][s] * aw[1][j];
         if constexpr (K == 3) wt[s] = wt[s] * aw[2][l];
       }
-      StorePairLayout<W>(st->pair_w[r] + 2 * b, wt[0], wt[1]);
+      StorePairLayout(st->pair_w[r] + 2 * b, wt[0], wt[1]);
     }
   }
 }
@@ -157,39 +149,26 @@ GS_CPU_INLINE void FillPairWeightsBody(int cnt, const Geometry& g,
 // Index base of a pair is a tap exactly when i1 is in range (it is i0, or
 // i1 = 0 when i0 = -1), base + 1 exactly when i0 is (it is i1, or i0 =
 // size - 1 when i1 = size).
-template <int W, int K, int kInterp>
-GS_CPU_INLINE void FillPairMasksBody(int cnt, SoaTaps<K, kInterp>* __restrict st) {
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"))) void FillPairMasksAvx2(int cnt,
+                                                           SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
-  using F = typename Lanes<W>::F;
-  using I = typename Lanes<W>::I;
-  for (int b = 0; b < ((cnt + 15) & ~15); b += W) {
-    I tap[K][2];
+  for (int b = 0; b < ((cnt + 15) & ~15); b += 8) {
+    I8 tap[K][2];
     for (int a = 0; a < K; ++a) {
-      tap[a][0] = LoadLanes<I>(st->ax[a][1] + b) > -1;
-      tap[a][1] = LoadLanes<I>(st->ax[a][0] + b) > -1;
+      tap[a][0] = LoadLanes<I8>(st->ax[a][1] + b) > -1;
+      tap[a][1] = LoadLanes<I8>(st->ax[a][0] + b) > -1;
     }
     for (int r = 0; r < ST::kPairRows; ++r) {
       const int j = r & 1, l = r >> 1;
-      I m[2];
+      I8 m[2];
       for (int s = 0; s < 2; ++s) {
         m[s] = tap[0][s] & tap[1][j];
         if constexpr (K == 3) m[s] = m[s] & tap[2][l];
       }
-      StorePairLayout<W>(reinterpret_cast<float*>(st->pair_mask[r] + 2 * b), (F)m[0], (F)m[1]);
+      StorePairLayout(reinterpret_cast<float*>(st->pair_mask[r] + 2 * b), (F8)m[0], (F8)m[1]);
     }
   }
-}
-
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillPairWeightsAvx2(int cnt, const Geometry& g,
-                                                             SoaTaps<K, kInterp>* __restrict st) {
-  FillPairWeightsBody<8>(cnt, g, st);
-}
-
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillPairMasksAvx2(int cnt,
-                                                           SoaTaps<K, kInterp>* __restrict st) {
-  FillPairMasksBody<8>(cnt, st);
 }
 
 // The pair tables of the first `cnt` points of `grid`, but for the masks

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
-#include <vector>
 
 #include "../common/ffi_contract.h"
 #include "backward_bands.h"

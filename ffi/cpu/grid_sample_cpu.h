@@ -369,14 +369,11 @@ inline int64_t PointsPerChunk(int64_t points, int64_t channels, int taps, int bl
   return std::min(pts, all);
 }
 
-// The one dispatch point: dtype (float32 or float64: the half types run the
-// float32 kernels, half_precision.h) x spatial rank x interpolation x layout.
-// `f` is called as f(T{}, integral_constant<int, K>, integral_constant<int,
-// Interp>, integral_constant<bool, ChannelsLast>) and returns ffi::Error.
 // Calls f(integral_constant<int, K>, integral_constant<int, Interp>) for
-// spatial rank k (2 or 3) and `interpolation` (validated: bicubic is the last).
+// spatial rank k and `interpolation`, both validated by MakeGeometry (2 or
+// 3; bicubic is the last mode), and returns its result.
 template <typename F>
-void DispatchKernel(int k, int64_t interpolation, F&& f) {
+auto DispatchKernel(int k, int64_t interpolation, F&& f) {
   auto with_k = [&](auto kc) {
     switch (interpolation) {
       case gs::kBilinear: return f(kc, std::integral_constant<int, gs::kBilinear>{});
@@ -385,35 +382,25 @@ void DispatchKernel(int k, int64_t interpolation, F&& f) {
     }
   };
   if (k == 2) return with_k(std::integral_constant<int, 2>{});
-  with_k(std::integral_constant<int, 3>{});
+  return with_k(std::integral_constant<int, 3>{});
 }
 
-template <typename T, int K, typename F>
-ffi::Error DispatchModes(int64_t interpolation, bool channels_last, F&& f) {
-  auto with_layout = [&](auto interp) -> ffi::Error {
-    if (channels_last) return f(T{}, std::integral_constant<int, K>{}, interp, std::true_type{});
-    return f(T{}, std::integral_constant<int, K>{}, interp, std::false_type{});
-  };
-  switch (interpolation) {
-    case gs::kBilinear: return with_layout(std::integral_constant<int, gs::kBilinear>{});
-    case gs::kNearest: return with_layout(std::integral_constant<int, gs::kNearest>{});
-    case gs::kBicubic: return with_layout(std::integral_constant<int, gs::kBicubic>{});
-    default: return InvalidArgument("attribute interpolation out of range");
-  }
-}
-
-template <typename T, typename F>
-ffi::Error DispatchRank(int k, int64_t interpolation, bool channels_last, F&& f) {
-  if (k == 2) return DispatchModes<T, 2>(interpolation, channels_last, f);
-  if (k == 3) return DispatchModes<T, 3>(interpolation, channels_last, f);
-  return InvalidArgument("spatial rank must be 2 or 3");
-}
-
+// The one dispatch point of the kernels' templates: dtype (float32 or
+// float64: the half types run the float32 kernels, half_precision.h) x
+// spatial rank x interpolation x layout. `f` is called as f(T{},
+// integral_constant<int, K>, integral_constant<int, Interp>,
+// integral_constant<bool, ChannelsLast>) and returns ffi::Error.
 template <typename F>
 ffi::Error Dispatch(ffi::DataType dt, int k, int64_t interpolation, bool channels_last, F&& f) {
+  auto with_type = [&](auto type) {
+    return DispatchKernel(k, interpolation, [&](auto kc, auto ic) -> ffi::Error {
+      if (channels_last) return f(type, kc, ic, std::true_type{});
+      return f(type, kc, ic, std::false_type{});
+    });
+  };
   switch (dt) {
-    case ffi::DataType::F32: return DispatchRank<float>(k, interpolation, channels_last, f);
-    case ffi::DataType::F64: return DispatchRank<double>(k, interpolation, channels_last, f);
+    case ffi::DataType::F32: return with_type(float{});
+    case ffi::DataType::F64: return with_type(double{});
     default: return InvalidArgument("unsupported dtype");
   }
 }
