@@ -81,20 +81,31 @@ def _from_layout(x, channels_last):
     return jnp.moveaxis(x, -1, 1) if channels_last else x
 
 
-def native_forward(x, grid, interpolation, padding, align_corners, channels_last=False):
+def _target(name, strategy):
+    """The FFI target and its extra attributes: the production one, or with `strategy` the CPU
+    test target that forces that strategy (ffi/cpu/strategies.h)."""
+    if strategy is None:
+        return name, {}
+    return name + "_with_strategy", {"strategy": np.int64(strategy)}
+
+
+def native_forward(x, grid, interpolation, padding, align_corners, channels_last=False,
+                   strategy=None):
     """x is NC* (channels first) whatever the layout; the result too."""
     xl = _to_layout(jnp.asarray(x), channels_last)
     grid = jnp.asarray(grid)
     n, c = x.shape[0], x.shape[1]
     so = grid.shape[1:-1]
     shape = (n,) + so + (c,) if channels_last else (n, c) + so
-    out = jax.ffi.ffi_call(_native.FORWARD_TARGET, jax.ShapeDtypeStruct(shape, xl.dtype))(
-        xl, grid, **_attrs(interpolation, padding, align_corners, channels_last))
+    target, extra = _target(_native.FORWARD_TARGET, strategy)
+    out = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(shape, xl.dtype))(
+        xl, grid, **_attrs(interpolation, padding, align_corners, channels_last), **extra)
     return _from_layout(out, channels_last)
 
 
 def native_backward(grad_output, x, grid, interpolation, padding, align_corners,
-                    channels_last=False, output_mask=(True, True), deterministic=None):
+                    channels_last=False, output_mask=(True, True), deterministic=None,
+                    strategy=None):
     xl = _to_layout(jnp.asarray(x), channels_last)
     gol = _to_layout(jnp.asarray(grad_output), channels_last)
     grid = jnp.asarray(grid)
@@ -103,10 +114,11 @@ def native_backward(grad_output, x, grid, interpolation, padding, align_corners,
         results.append(jax.ShapeDtypeStruct(xl.shape, xl.dtype))
     if output_mask[1]:
         results.append(jax.ShapeDtypeStruct(grid.shape, grid.dtype))
-    outs = list(jax.ffi.ffi_call(_native.BACKWARD_TARGET, results)(
+    target, extra = _target(_native.BACKWARD_TARGET, strategy)
+    outs = list(jax.ffi.ffi_call(target, results)(
         gol, xl, grid, **_attrs(interpolation, padding, align_corners, channels_last),
         input_mask=bool(output_mask[0]), grid_mask=bool(output_mask[1]),
-        **_backward_extra(deterministic)))
+        **_backward_extra(deterministic), **extra))
     gi = _from_layout(outs.pop(0), channels_last) if output_mask[0] else None
     gg = outs.pop(0) if output_mask[1] else None
     return gi, gg
@@ -613,21 +625,6 @@ def forward_can_take(strategy, channels_last, channels):
     return strategy == "gather" or not channels_last
 
 
-def forced_forward(x, grid, strategy, interpolation, padding, align_corners, channels_last):
-    """The forward computed by `strategy` (a FORWARD_STRATEGIES value); x and the result NC*."""
-    xl = _to_layout(jnp.asarray(x), channels_last)
-    n, c = x.shape[0], x.shape[1]
-    so = grid.shape[1:-1]
-    shape = (n,) + so + (c,) if channels_last else (n, c) + so
-    out = jax.ffi.ffi_call(FORWARD_TARGET_WITH_STRATEGY, jax.ShapeDtypeStruct(shape, xl.dtype))(
-        xl, jnp.asarray(grid), **_attrs(interpolation, padding, align_corners, channels_last),
-        strategy=np.int64(strategy))
-    return _from_layout(out, channels_last)
-
-
-FORWARD_TARGET_WITH_STRATEGY = _native.FORWARD_TARGET + "_with_strategy"
-
-
 def _strategy_cases(channels):
     """Every rank x mode x padding x align_corners x layout, float32, `channels` channels, 117
     points (partial groups of 16): batch element 0 on a finite grid, element 1 on the same grid
@@ -660,8 +657,8 @@ def test_forward_strategies():
         for i, name in calls:
             _, mode, padding, align_corners, channels_last = cases[i][0]
             x, grid = operands[i]
-            out.append(forced_forward(x, grid, FORWARD_STRATEGIES[name], MODES[mode],
-                                      PADDINGS[padding], align_corners, channels_last))
+            out.append(native_forward(x, grid, MODES[mode], PADDINGS[padding], align_corners,
+                                      channels_last, strategy=FORWARD_STRATEGIES[name]))
         return out
 
     results = {}
@@ -685,13 +682,12 @@ def test_forward_strategies():
     refused = ["tiles", "gather"] if not AVX2 else ["tiles"]
     for strategy in [FORWARD_STRATEGIES[name] for name in refused] + [7]:
         with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
-            jax.block_until_ready(forced_forward(x, grid, strategy, MODES[mode],
-                                                 PADDINGS[padding], align_corners, False))
+            jax.block_until_ready(native_forward(x, grid, MODES[mode], PADDINGS[padding],
+                                                 align_corners, strategy=strategy))
 
 
 BACKWARD_STRATEGIES = {"portable": 0, "bilinear_block": 1, "nearest_ranges": 2,
                        "channels_last_avx2": 3}
-BACKWARD_TARGET_WITH_STRATEGY = _native.BACKWARD_TARGET + "_with_strategy"
 
 
 def backward_can_take(strategy, dims, mode, channels_last):
@@ -703,21 +699,6 @@ def backward_can_take(strategy, dims, mode, channels_last):
     return {"bilinear_block": dims == 2 and mode == "bilinear" and not channels_last,
             "nearest_ranges": mode == "nearest",
             "channels_last_avx2": channels_last}[strategy]
-
-
-def forced_backward(grad_output, x, grid, strategy, interpolation, padding, align_corners,
-                    channels_last, output_mask=(True, True)):
-    """The backward computed by `strategy` (a BACKWARD_STRATEGIES value); NC* arrays."""
-    xl = _to_layout(jnp.asarray(x), channels_last)
-    gol = _to_layout(jnp.asarray(grad_output), channels_last)
-    results = [jax.ShapeDtypeStruct(a.shape, a.dtype)
-               for a, wanted in zip((xl, grid), output_mask, strict=True) if wanted]
-    outs = list(jax.ffi.ffi_call(BACKWARD_TARGET_WITH_STRATEGY, results)(
-        gol, xl, jnp.asarray(grid), **_attrs(interpolation, padding, align_corners, channels_last),
-        input_mask=bool(output_mask[0]), grid_mask=bool(output_mask[1]),
-        strategy=np.int64(strategy)))
-    gi = _from_layout(outs.pop(0), channels_last) if output_mask[0] else None
-    return gi, (outs.pop(0) if output_mask[1] else None)
 
 
 @pytest.mark.skipif(ON_CUDA, reason="CPU strategies")
@@ -740,8 +721,9 @@ def test_backward_strategies():
         out = []
         for i, name, mask in calls:
             _, mode, padding, align_corners, channels_last = cases[i][0]
-            out.append(forced_backward(*operands[i], BACKWARD_STRATEGIES[name], MODES[mode],
-                                       PADDINGS[padding], align_corners, channels_last, mask))
+            out.append(native_backward(*operands[i], MODES[mode], PADDINGS[padding],
+                                       align_corners, channels_last, mask,
+                                       strategy=BACKWARD_STRATEGIES[name]))
         return out
 
     results = {}
@@ -777,9 +759,9 @@ def test_backward_strategies():
     refused = ["nearest_ranges", "channels_last_avx2"] + ([] if AVX2 else ["bilinear_block"])
     for strategy in [BACKWARD_STRATEGIES[name] for name in refused] + [7]:
         with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
-            jax.block_until_ready(forced_backward(grad_outputs[0], x, grid, strategy,
-                                                  MODES[mode], PADDINGS[padding],
-                                                  align_corners, False))
+            jax.block_until_ready(native_backward(grad_outputs[0], x, grid, MODES[mode],
+                                                  PADDINGS[padding], align_corners,
+                                                  strategy=strategy))
 
 
 # --- non-finite and huge coordinates ----------------------------------------------------------
