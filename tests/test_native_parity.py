@@ -614,15 +614,13 @@ FORWARD_STRATEGIES = {"portable": 0, "gather": 1, "tiles": 2, "tiles_via_copy": 
 AVX2 = _native.cpu_instruction_set() == "avx2"
 
 
-def forward_can_take(strategy, channels_last, channels):
+def forward_can_take(strategy, channels_last):
     """strategies.cc's ForwardCanTake for float32 (every plane offset fits int32 here)."""
     if strategy == "portable":
         return True
     if not AVX2:
         return False
-    if strategy == "tiles":
-        return channels_last and (channels % 8 == 0 or channels == 4)
-    return strategy == "gather" or not channels_last
+    return channels_last == (strategy == "tiles")
 
 
 def _strategy_cases(channels):
@@ -646,10 +644,10 @@ def test_forward_strategies():
     """Each forward strategy on every case it can take, forced: the float64 oracle's values on
     finite grids, and on special coordinates too, bitwise the portable strategy's output (one
     summation order for every strategy). A strategy that cannot take a case is refused with an
-    error naming the attribute. 8 channels: whole vectors for the tiles."""
-    cases = _strategy_cases(8)
+    error naming the attribute. 13 channels: a vector and a tail of 5 for the tiles."""
+    cases = _strategy_cases(13)
     calls = [(i, name) for i, (case, _, _) in enumerate(cases) for name in FORWARD_STRATEGIES
-             if forward_can_take(name, case[4], 8)]
+             if forward_can_take(name, case[4])]
 
     @jax.jit  # one program for all the calls
     def forwards(operands):
@@ -678,12 +676,14 @@ def test_forward_strategies():
                                           err_msg=f"{name} vs portable, {what}")
     # Refused: a strategy the case's layout excludes (or, without AVX2, any but portable), and
     # an unknown one.
-    (_, mode, padding, align_corners, _), x, grid = cases[0]
-    refused = ["tiles", "gather"] if not AVX2 else ["tiles"]
-    for strategy in [FORWARD_STRATEGIES[name] for name in refused] + [7]:
-        with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
-            jax.block_until_ready(native_forward(x, grid, MODES[mode], PADDINGS[padding],
-                                                 align_corners, strategy=strategy))
+    for (_, mode, padding, align_corners, channels_last), x, grid in cases[:2]:
+        refused = [name for name in FORWARD_STRATEGIES if not forward_can_take(name, channels_last)]
+        assert len(refused) == ((2 if channels_last else 1) if AVX2 else 3)
+        for strategy in [FORWARD_STRATEGIES[name] for name in refused] + [7]:
+            with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
+                jax.block_until_ready(native_forward(x, grid, MODES[mode], PADDINGS[padding],
+                                                     align_corners, channels_last,
+                                                     strategy=strategy))
 
 
 BACKWARD_STRATEGIES = {"portable": 0, "bilinear_block": 1, "nearest_ranges": 2,

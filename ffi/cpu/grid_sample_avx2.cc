@@ -37,47 +37,6 @@ bool Avx2PathFits(const Geometry& g) {
   return g.plane <= kMax && g.d <= kMax && g.h <= kMax && g.w <= kMax;
 }
 
-// 2D bicubic: the per-point row tables of SoaTaps (after FillSoaTaps).
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillRows(int cnt, const Geometry& g,
-                                                  SoaTaps<K, kInterp>* __restrict st) {
-  const int32_t w32 = static_cast<int32_t>(g.w);
-  for (int b = 0; b < cnt; ++b) {
-    int32_t ix[4], iy[4];
-    for (int i = 0; i < 4; ++i) {
-      ix[i] = st->ax[0][i][b];
-      iy[i] = st->ax[1][i][b];
-      st->wx4[b][i] = st->aw[0][i][b];
-      st->wy4[b][i] = st->aw[1][i][b];
-    }
-    int32_t base = 0;
-    bool found = false;
-    for (int i = 3; i >= 0; --i) {
-      if (ix[i] >= 0) {
-        base = ix[i] - i;
-        found = true;
-      }
-    }
-    bool contiguous = true;
-    unsigned xm = 0;
-    for (int i = 0; i < 4; ++i) {
-      if (ix[i] >= 0) {
-        contiguous = contiguous & (ix[i] == base + i);
-        xm |= 1u << i;
-      }
-    }
-    unsigned bits = 0;
-    for (int j = 0; j < 4; ++j) {
-      const bool rv = found && iy[j] >= 0;
-      st->rowoff[j][b] = rv ? iy[j] * w32 : 0;
-      bits |= (rv ? xm : 0u) << (4 * j);
-    }
-    st->xbase[b] = base;
-    st->mbits[b] = static_cast<uint16_t>(bits);
-    st->rowable[b] = contiguous ? 1 : 0;
-  }
-}
-
 bool SamplesPairs(const Geometry& g, int64_t interpolation) {
   // Up to 2^24 indices along an axis, i0 + 1 is exact in float32, so a point
   // whose two taps along that axis are in range has them at i0 and i0 + 1.
@@ -241,48 +200,6 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
                        _mm256_shuffle_ps(acc[0], acc[1], 0xDD));
 }
 
-// 2D bicubic, one point, one plane: the separable sum
-//   R_j = (wx0 v0j + wx1 v1j) + (wx2 v2j + wx3 v3j),
-//   out = (wy0 R0 + wy1 R1) + (wy2 R2 + wy3 R3)
-// (plain multiplies and adds, in this order, for every layout and path, so
-// that channels-first and channels-last results agree bitwise). Taps out of
-// range are never read and count as 0.
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline float BicubicPoint(
-    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
-  if (st->rowable[b]) {
-    alignas(16) static const int32_t kLut[16][4] = {
-        {0, 0, 0, 0},   {-1, 0, 0, 0},   {0, -1, 0, 0},   {-1, -1, 0, 0},
-        {0, 0, -1, 0},  {-1, 0, -1, 0},  {0, -1, -1, 0},  {-1, -1, -1, 0},
-        {0, 0, 0, -1},  {-1, 0, 0, -1},  {0, -1, 0, -1},  {-1, -1, 0, -1},
-        {0, 0, -1, -1}, {-1, 0, -1, -1}, {0, -1, -1, -1}, {-1, -1, -1, -1}};
-    // Only the masked lanes are read; the base may point before the row.
-    const float* s = src + st->xbase[b];
-    const unsigned bits = st->mbits[b];
-    const __m128 wx = _mm_load_ps(st->wx4[b]);
-    __m128 p[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m128i m =
-          _mm_load_si128(reinterpret_cast<const __m128i*>(kLut[(bits >> (4 * j)) & 15]));
-      p[j] = _mm_mul_ps(_mm_maskload_ps(s + st->rowoff[j][b], m), wx);
-    }
-    const __m128 r = _mm_hadd_ps(_mm_hadd_ps(p[0], p[1]), _mm_hadd_ps(p[2], p[3]));
-    const __m128 q = _mm_mul_ps(r, _mm_load_ps(st->wy4[b]));
-    const __m128 h = _mm_hadd_ps(q, q);
-    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-  }
-  float q[4];
-  for (int j = 0; j < 4; ++j) {
-    float pv[4];
-    for (int i = 0; i < 4; ++i) {
-      const int32_t o = st->off[4 * j + i][b];
-      pv[i] = st->wx4[b][i] * (o >= 0 ? src[o] : 0.f);
-    }
-    q[j] = st->wy4[b][j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
-  }
-  return (q[0] + q[1]) + (q[2] + q[3]);
-}
-
 // Sum over the taps of points b .. b + 7 of one plane: masked gathers (lanes
 // of out-of-range taps read nothing and add exactly 0); two accumulators.
 template <int K, int kInterp>
@@ -298,6 +215,29 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 GatherDot(
     acc[t & 1] = _mm256_fmadd_ps(_mm256_load_ps(st->w[t] + b), v, acc[t & 1]);
   }
   return kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
+}
+
+// 2D bicubic, points b .. b + 7 of one plane: GatherDot's masked gathers,
+// summed in the separable order of every 2D bicubic forward:
+//   R_j = (wx0 v0j + wx1 v1j) + (wx2 v2j + wx3 v3j),
+//   out = (wy0 R0 + wy1 R1) + (wy2 R2 + wy3 R3)
+// (plain multiplies and adds), a tap out of range read as 0.
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 BicubicDot(
+    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  const __m256i minus1 = _mm256_set1_epi32(-1);
+  auto tap = [&](int t) __attribute__((target("avx2,fma"))) {
+    const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[t] + b));
+    const __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(o, minus1));
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, o, m, 4);
+  };
+  __m256 q[4];
+  for (int j = 0; j < 4; ++j) {
+    __m256 pv[4];
+    for (int i = 0; i < 4; ++i) pv[i] = _mm256_load_ps(st->aw[0][i] + b) * tap(4 * j + i);
+    q[j] = _mm256_load_ps(st->aw[1][j] + b) * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
+  }
+  return (q[0] + q[1]) + (q[2] + q[3]);
 }
 
 // The safe offsets (SoaTaps::off_safe16 or off_safe) of eight points as
@@ -352,68 +292,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
   if constexpr (kInterp == gs::kBilinear) {
     if (pairs) return PairDot<kNoMask>(rows, st, b);
   }
+  if constexpr (K == 2 && kInterp == gs::kBicubic) return BicubicDot(src, st, b);
   return GatherDot(src, st, b);
-}
-
-// Channels-last, one point: sum[u] = channels [c + 8 u, c + 8 u + 8) of the
-// sum over its `nt` in-range taps (row pointers, weights, and the parity of
-// each tap's index, which picks its accumulator), reading 8 floats of a row
-// with load(row). The accumulators are picked with selects, so that they
-// stay in registers (indexed by parity, GCC keeps them in memory).
-template <int kV, int kTaps, typename Load>
-__attribute__((target("avx2,fma"), always_inline)) inline void SumTaps(
-    const float* const* rows, const float* wts, const int* parity, int nt, int64_t c, Load load,
-    __m256 (&sum)[kV]) {
-  __m256 even[kV], odd[kV];
-  for (int u = 0; u < kV; ++u) even[u] = odd[u] = _mm256_setzero_ps();
-  for (int t = 0; t < nt; ++t) {
-    const __m256 w = _mm256_set1_ps(wts[t]);
-    const bool is_odd = parity[t] != 0;
-    for (int u = 0; u < kV; ++u) {
-      const __m256 s = _mm256_fmadd_ps(w, load(rows[t] + c + 8 * u), is_odd ? odd[u] : even[u]);
-      even[u] = is_odd ? even[u] : s;
-      odd[u] = is_odd ? s : odd[u];
-    }
-  }
-  for (int u = 0; u < kV; ++u) sum[u] = kTaps == 1 ? even[u] : _mm256_add_ps(even[u], odd[u]);
-}
-
-// Channels [c, c + 8 kV) of a channels-last point (SumTaps), stored.
-template <int kV, int kTaps>
-__attribute__((target("avx2,fma"), always_inline)) inline void ChannelBlock(
-    const float* const* rows, const float* wts, const int* parity, int nt, int64_t c,
-    float* dst, bool stream) {
-  __m256 sum[kV];
-  SumTaps<kV, kTaps>(rows, wts, parity, nt, c, [](const float* p) __attribute__((
-      target("avx2,fma"))) { return _mm256_loadu_ps(p); }, sum);
-  for (int u = 0; u < kV; ++u) StoreOutput(dst + c + 8 * u, sum[u], stream);
-}
-
-// The last r (1 to 7) channels from c on, as ChannelBlock<1> computes them:
-// masked loads (lanes past r read nothing), then r floats stored without a
-// mask (a masked store is slow on AMD cores).
-template <int kTaps>
-__attribute__((target("avx2,fma"), always_inline)) inline void ChannelTail(
-    const float* const* rows, const float* wts, const int* parity, int nt, int64_t c, int r,
-    float* dst) {
-  const __m256i m = FirstLanes(r);
-  __m256 sum[1];
-  SumTaps<1, kTaps>(rows, wts, parity, nt, c, [m](const float* p) __attribute__((
-      target("avx2,fma"))) { return _mm256_maskload_ps(p, m); }, sum);
-  const __m256 v = sum[0];
-  float* p = dst + c;
-  __m128 q = _mm256_castps256_ps128(v);
-  if (r >= 4) {
-    _mm_storeu_ps(p, q);
-    q = _mm256_extractf128_ps(v, 1);
-    p += 4;
-  }
-  if (r & 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(p), q);
-    q = _mm_movehl_ps(q, q);
-    p += 2;
-  }
-  if (r & 1) _mm_store_ss(p, q);
 }
 
 // The groups of 16 points (cnt16 of them) of one channels-first output row
@@ -533,87 +413,6 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
   }
 }
 
-// 2D bicubic, channels last, point b of a block (taps of any channel count):
-// BicubicPoint's sums, 8 channels a vector.
-__attribute__((target("avx2,fma"), always_inline)) inline void BicubicChannelsLastPoint(
-    const float* src_n, int64_t channels, const SoaTaps<2, gs::kBicubic>* __restrict st, int b,
-    float* dst, bool stream) {
-  const int64_t c8 = channels & ~int64_t{7};
-  const float* rows[16];
-  for (int t = 0; t < 16; ++t) {
-    const int32_t o = st->off[t][b];
-    rows[t] = o >= 0 ? src_n + static_cast<int64_t>(o) * channels : nullptr;
-  }
-  for (int64_t c = 0; c < c8; c += 8) {
-    __m256 q[4];
-    for (int j = 0; j < 4; ++j) {
-      __m256 pv[4];
-      for (int i = 0; i < 4; ++i) {
-        const float* r = rows[4 * j + i];
-        const __m256 v = r != nullptr ? _mm256_loadu_ps(r + c) : _mm256_setzero_ps();
-        pv[i] = _mm256_mul_ps(_mm256_set1_ps(st->wx4[b][i]), v);
-      }
-      q[j] = _mm256_mul_ps(_mm256_set1_ps(st->wy4[b][j]),
-                           _mm256_add_ps(_mm256_add_ps(pv[0], pv[1]), _mm256_add_ps(pv[2], pv[3])));
-    }
-    StoreOutput(dst + c, _mm256_add_ps(_mm256_add_ps(q[0], q[1]), _mm256_add_ps(q[2], q[3])),
-                stream);
-  }
-  for (int64_t c = c8; c < channels; ++c) {
-    float q[4];
-    for (int j = 0; j < 4; ++j) {
-      float pv[4];
-      for (int i = 0; i < 4; ++i) {
-        const float* r = rows[4 * j + i];
-        pv[i] = st->wx4[b][i] * (r != nullptr ? r[c] : 0.f);
-      }
-      q[j] = st->wy4[b][j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
-    }
-    dst[c] = (q[0] + q[1]) + (q[2] + q[3]);
-  }
-}
-
-// Channels last, point b of a block of cnt: the same sums as the
-// channels-first path (bitwise): even taps into one accumulator, odd taps
-// into another, fused multiply-adds, then added. Accumulators stay in
-// registers: 32 channels (4 vectors) at a time. The rows of a point are
-// random reads: those of the point kAhead places later are prefetched (the
-// first 256 bytes of each).
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline void ChannelsLastPoint(
-    const float* src_n, int64_t channels, const SoaTaps<K, kInterp>* __restrict st, int b,
-    int cnt, float* dst, bool stream) {
-  constexpr int kTaps = SoaTaps<K, kInterp>::kTaps;
-  constexpr int kAhead = 8;
-  if (b + kAhead < cnt) {
-    const int64_t prefetch_bytes = std::min<int64_t>(256, channels * 4);
-    for (int t = 0; t < kTaps; ++t) {
-      const int32_t o = st->off[t][b + kAhead];
-      if (o < 0) continue;
-      const char* r = reinterpret_cast<const char*>(src_n + static_cast<int64_t>(o) * channels);
-      for (int64_t k = 0; k < prefetch_bytes; k += 64) _mm_prefetch(r + k, _MM_HINT_T0);
-    }
-  }
-  const float* rows[kTaps];
-  float wts[kTaps];
-  int parity[kTaps];
-  int nt = 0;
-  for (int t = 0; t < kTaps; ++t) {
-    const int32_t o = st->off[t][b];
-    if (o < 0) continue;
-    rows[nt] = src_n + static_cast<int64_t>(o) * channels;
-    wts[nt] = st->TapWeight(t, b);
-    parity[nt++] = t & 1;
-  }
-  const int64_t c32 = channels & ~int64_t{31}, c8 = channels & ~int64_t{7};
-  int64_t c = 0;
-  for (; c < c32; c += 32) ChannelBlock<4, kTaps>(rows, wts, parity, nt, c, dst, stream);
-  for (; c < c8; c += 8) ChannelBlock<1, kTaps>(rows, wts, parity, nt, c, dst, stream);
-  if (c < channels) {
-    ChannelTail<kTaps>(rows, wts, parity, nt, c, static_cast<int>(channels - c), dst);
-  }
-}
-
 // Channels first, the rows of a block: nearest reads the safe offsets that
 // FillNearestOffsets wrote (the others ignore them), and blocks whose taps
 // are all in range without a mask.
@@ -638,28 +437,25 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelsFirstBloc
   rows(std::false_type{});
 }
 
-// Forward of points [p_begin, p_end) of batch element n, float32.
-template <int K, int kInterp, bool kChannelsLast>
+// Forward of points [p_begin, p_end) of batch element n, float32, channels
+// first.
+template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
     const Geometry& g, const float* __restrict input, const float* __restrict grid,
     float* __restrict output, int64_t n, int64_t p_begin, int64_t p_end,
     SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
-  const int64_t channels = g.c, points = g.points, plane = g.plane;
   const bool stream = StreamsOutput(g);
-  constexpr bool kBilinear = kInterp == gs::kBilinear;
-  constexpr bool kBicubic2D = K == 2 && kInterp == gs::kBicubic;
-  const bool pairs = kBilinear && !kChannelsLast && SamplesPairs(g, kInterp);
+  const bool pairs = kInterp == gs::kBilinear && SamplesPairs(g, kInterp);
   // Pairs from planes of at least as many cache lines as a full block reads
   // rows of taps: a block reads each line about once at most, so it gains
   // nothing from its length, and shorter blocks keep their tables in the L1.
-  const bool short_blocks = pairs && plane / 16 >= int64_t{ST::kB} * ST::kPairRows;
+  const bool short_blocks = pairs && g.plane / 16 >= int64_t{ST::kB} * ST::kPairRows;
   const int block = short_blocks ? 512 : ST::kB;
-  const float* src_n = input + n * plane * channels;  // channels last
   for (int64_t p0 = p_begin; p0 < p_end; p0 += block) {
     const int cnt = static_cast<int>(std::min<int64_t>(block, p_end - p0));
-    const float* block_grid = grid + (n * points + p0) * K;
-    if constexpr (kBilinear) {
+    const float* block_grid = grid + (n * g.points + p0) * K;
+    if constexpr (kInterp == gs::kBilinear) {
       if (pairs) {
         FillPairs<K, kInterp>(block_grid, cnt, g, st);
         // The points past the last group of 16 are read with masks.
@@ -667,25 +463,7 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
       }
     }
     if (!pairs) FillSoaTaps<K, kInterp>(block_grid, cnt, g, st);
-    if constexpr (kBicubic2D) FillRows<K, kInterp>(cnt, g, st);
-    float* dst_cl = output + (n * points + p0) * channels;
-    if constexpr (kBicubic2D && !kChannelsLast) {
-      for (int64_t c = 0; c < channels; ++c) {
-        const float* src = input + (n * channels + c) * plane;
-        float* dst = output + (n * channels + c) * points + p0;
-        for (int b = 0; b < cnt; ++b) dst[b] = BicubicPoint(src, st, b);
-      }
-    } else if constexpr (kBicubic2D) {
-      for (int b = 0; b < cnt; ++b) {
-        BicubicChannelsLastPoint(src_n, channels, st, b, dst_cl + b * channels, stream);
-      }
-    } else if constexpr (!kChannelsLast) {
-      ChannelsFirstBlock(g, input, output, n, p0, cnt, pairs, stream, block_grid, st);
-    } else {
-      for (int b = 0; b < cnt; ++b) {
-        ChannelsLastPoint(src_n, channels, st, b, cnt, dst_cl + b * channels, stream);
-      }
-    }
+    ChannelsFirstBlock(g, input, output, n, p0, cnt, pairs, stream, block_grid, st);
   }
   FinishOutputStores(stream);
 }
@@ -696,11 +474,7 @@ template <int K, int kInterp>
 void RunChunk(const Geometry& g, const float* input, const float* grid, float* output,
               int64_t n, int64_t p_begin, int64_t p_end) {
   std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
-  if (g.channels_last) {
-    ForwardChunkAvx2<K, kInterp, true>(g, input, grid, output, n, p_begin, p_end, st.get());
-  } else {
-    ForwardChunkAvx2<K, kInterp, false>(g, input, grid, output, n, p_begin, p_end, st.get());
-  }
+  ForwardChunkAvx2<K, kInterp>(g, input, grid, output, n, p_begin, p_end, st.get());
 }
 
 }  // namespace

@@ -9,10 +9,10 @@
 // A chunk of points is processed in blocks of kB points, with struct-of-arrays
 // tables over the block so that the compiler vectorizes the coordinate math
 // across points (soa_taps_avx2.h). Two samplers use them:
-// - grid_sample_avx2.cc: per channel, 8 points at a time with masked gathers
-//   (out-of-range taps are masked off: they never read memory), or plain
-//   loads where those are cheaper (nearest; bilinear, one 8-byte load per
-//   row of taps); channels last, per point.
+// - grid_sample_avx2.cc, channels first: per channel, 8 points at a time
+//   with masked gathers (out-of-range taps are masked off: they never read
+//   memory), or plain loads where those are cheaper (nearest; bilinear, one
+//   8-byte load per row of taps).
 // - grid_sample_avx2_tiles.cc: from channels-last pixels (the input itself,
 //   or a copy of channels-first input), plain vector loads instead of
 //   gathers; points one at a time into channels-last output, tiles of points
@@ -34,9 +34,9 @@ namespace gs_cpu {
 // fits in int32).
 bool Avx2PathFits(const Geometry& g);
 
-// Forward of points [p_begin, p_end) of batch element n, float32, for spatial
-// rank g.k, `interpolation` and g.channels_last. Call only when HasAvx2Fma()
-// and Avx2PathFits(g).
+// Forward of points [p_begin, p_end) of batch element n, float32, channels
+// first, for spatial rank g.k and `interpolation` (the gather strategy).
+// Call only when HasAvx2Fma() and Avx2PathFits(g).
 void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
                          const float* grid, float* output, int64_t n, int64_t p_begin,
                          int64_t p_end);
@@ -70,15 +70,9 @@ int64_t ViaChannelsLastBufferFloats(const Geometry& g);
 void ForwardViaChannelsLastAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
                                    const float* grid, float* output, int64_t n, float* buffer);
 
-// Whether channels-last input is sampled in place by the same tile sampler
-// (ForwardChannelsLastChunkAvx2F32): channels a multiple of 8, or 4, and at
-// least 4 taps per point.
-bool SamplesChannelsLastInPlace(const Geometry& g, int64_t interpolation);
-
 // Forward of points [p_begin, p_end) of batch element n of channels-last
-// input (ForwardChunkAvx2F32 hands such input over to it). Call only when
-// HasAvx2Fma(), Avx2PathFits(g) and SamplesChannelsLastInPlace(g,
-// interpolation).
+// input, read in place by the tile sampler. Call only when HasAvx2Fma() and
+// Avx2PathFits(g).
 void ForwardChannelsLastChunkAvx2F32(const Geometry& g, int64_t interpolation,
                                      const float* input, const float* grid, float* output,
                                      int64_t n, int64_t p_begin, int64_t p_end);

@@ -26,6 +26,7 @@
 #include "../common/grid_sample_math.h"
 #include "grid_sample_avx2.h"
 #include "grid_sample_cpu.h"
+#include "lane_mask_avx2.h"
 #include "output_store_avx2.h"
 #include "soa_taps_avx2.h"
 #include "transpose_avx2.h"
@@ -165,30 +166,39 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadPointTaps(
   }
 }
 
-// Channels [c, c + 8) (or [c, c + 4) for kV == 4, in the low half) of one
-// point: the gather path's sum (GatherDot / BicubicPoint), in its order, so
-// the same bits. Multiplies and adds are GCC's vector operators (contraction
-// is off).
-template <int K, int kInterp, int kV>
+// The channels of one point that load(row) reads from each tap's row (8
+// floats, or fewer in the low lanes with the others zero): the gather path's
+// sum (GatherDot / BicubicDot), in its order, so the same bits. Multiplies
+// and adds are GCC's vector operators (contraction is off).
+template <int K, int kInterp, typename Load>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
-    const PointTaps<K, kInterp>& pt, int64_t c) {
+    const PointTaps<K, kInterp>& pt, Load load) {
   using PT = PointTaps<K, kInterp>;
-  auto load = [&](int t) __attribute__((target("avx2,fma"))) {
-    return LoadChannels<kV>(pt.row[t] + c);
-  };
   if constexpr (PT::kSeparable) {
     __m256 q[4];
     for (int j = 0; j < 4; ++j) {
       __m256 pv[4];
-      for (int i = 0; i < 4; ++i) pv[i] = pt.w[i] * load(4 * j + i);
+      for (int i = 0; i < 4; ++i) pv[i] = pt.w[i] * load(pt.row[4 * j + i]);
       q[j] = pt.w[4 + j] * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
     }
     return (q[0] + q[1]) + (q[2] + q[3]);
   } else {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int t = 0; t < PT::kTaps; ++t) acc[t & 1] = _mm256_fmadd_ps(pt.w[t], load(t), acc[t & 1]);
+    for (int t = 0; t < PT::kTaps; ++t) {
+      acc[t & 1] = _mm256_fmadd_ps(pt.w[t], load(pt.row[t]), acc[t & 1]);
+    }
     return PT::kTaps == 1 ? acc[0] : acc[0] + acc[1];
   }
+}
+
+// Channels [c, c + 8) (or [c, c + 4) for kV == 4, in the low half) of one
+// point.
+template <int K, int kInterp, int kV>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
+    const PointTaps<K, kInterp>& pt, int64_t c) {
+  return PointSum(pt, [c](const float* row) __attribute__((target("avx2,fma"))) {
+    return LoadChannels<kV>(row + c);
+  });
 }
 
 // Stores channel rows [0, rows) of kG (a multiple of 8) points (res[j]: the
@@ -229,19 +239,36 @@ __attribute__((target("avx2,fma"), always_inline)) inline void StoreTransposed(
   }
 }
 
+// Channels-last output of point b of a block, its channels summed and
+// stored at once (not through the tiles below, whose registers spill to the
+// stack): whole vectors of 8, then the last channels (1 to 7) with masked
+// loads, which read nothing past them, stored one by one.
+template <int K, int kInterp>
+__attribute__((target("avx2,fma"), always_inline)) inline void ChannelsLastPoint(
+    const PointTaps<K, kInterp>& pt, int64_t channels, float* dst, bool stream) {
+  const int64_t c8 = channels & ~int64_t{7};
+  for (int64_t c = 0; c < c8; c += 8) StoreOutput(dst + c, PointSum<K, kInterp, 8>(pt, c), stream);
+  if (c8 == channels) return;
+  const __m256i lanes = FirstLanes(channels - c8);
+  alignas(32) float sum[8];
+  _mm256_store_ps(sum, PointSum(pt, [&](const float* row) __attribute__((target("avx2,fma"))) {
+                    return _mm256_maskload_ps(row + c8, lanes);
+                  }));
+  for (int64_t c = c8; c < channels; ++c) dst[c] = sum[c - c8];
+}
+
 // Forward of points [p_begin, p_end) of batch element n from `pixels`, its
-// channels-last data (the input itself or a copy; ChannelsLastStride(g.c)
-// floats per pixel), into the output in the layout of g.
+// channels-last data (the input itself, `stride` = g.c floats per pixel, or
+// a copy, ChannelsLastStride(g.c)), into the output in the layout of g.
 template <int K, int kInterp, int kV>
 __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const float* pixels,
-                                                      const float* zeros,
+                                                      int64_t stride, const float* zeros,
                                                       const float* __restrict grid,
                                                       float* __restrict output, int64_t n,
                                                       int64_t p_begin, int64_t p_end,
                                                       SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
   const int64_t channels = g.c, points = g.points;
-  const int64_t stride = ChannelsLastStride(channels);
   // Groups of kG points (a whole 64-byte line of each output row), up to
   // kTile channel vectors at a time.
   constexpr int kG = 16;
@@ -251,21 +278,10 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     FillSoaTaps<K, kInterp>(grid + (n * points + p0) * K, cnt, g, st);
     if (g.channels_last) {
-      // Each point's channels stored as soon as they are summed (whole
-      // vectors: SamplesChannelsLastInPlace has channels % kV == 0), not
-      // through the tiles below, whose registers spill to the stack.
       for (int b = 0; b < cnt; ++b) {
         PointTaps<K, kInterp> pt;
         LoadPointTaps(st, b, pixels, stride, zeros, &pt);
-        float* dst = output + (n * points + p0 + b) * channels;
-        for (int64_t c = 0; c < channels; c += kV) {
-          const __m256 sum = PointSum<K, kInterp, kV>(pt, c);
-          if constexpr (kV == 8) {
-            StoreOutput(dst + c, sum, stream);
-          } else {
-            _mm_storeu_ps(dst + c, _mm256_castps256_ps128(sum));
-          }
-        }
+        ChannelsLastPoint(pt, channels, output + (n * points + p0 + b) * channels, stream);
       }
       continue;
     }
@@ -296,20 +312,22 @@ template <int K, int kInterp>
 void RunVia(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
             int64_t p_begin, int64_t p_end, float* buffer) {
   std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
-  const int64_t stride = ChannelsLastStride(g.c);
-  const float* pixels = input + n * g.plane * g.c;
-  float* zeros = buffer;
-  if (!g.channels_last) {
-    float* copy = buffer;
-    CopyToChannelsLast(g, input, n, copy);
-    pixels = copy;
-    zeros = buffer + g.plane * stride;
+  if (g.channels_last) {  // in place; `buffer` is the row of zeros
+    std::fill(buffer, buffer + g.c, 0.f);
+    SamplePoints<K, kInterp, 8>(g, input + n * g.plane * g.c, g.c, buffer, grid, output, n,
+                                p_begin, p_end, st.get());
+    return;
   }
+  const int64_t stride = ChannelsLastStride(g.c);
+  float* zeros = buffer + g.plane * stride;
+  CopyToChannelsLast(g, input, n, buffer);
   std::fill(zeros, zeros + stride, 0.f);
   if (stride == 4) {
-    SamplePoints<K, kInterp, 4>(g, pixels, zeros, grid, output, n, p_begin, p_end, st.get());
+    SamplePoints<K, kInterp, 4>(g, buffer, stride, zeros, grid, output, n, p_begin, p_end,
+                                st.get());
   } else {
-    SamplePoints<K, kInterp, 8>(g, pixels, zeros, grid, output, n, p_begin, p_end, st.get());
+    SamplePoints<K, kInterp, 8>(g, buffer, stride, zeros, grid, output, n, p_begin, p_end,
+                                st.get());
   }
 }
 
@@ -332,15 +350,10 @@ void ForwardViaChannelsLastAvx2F32(const Geometry& g, int64_t interpolation, con
   Run(g, interpolation, input, grid, output, n, 0, g.points, buffer);
 }
 
-bool SamplesChannelsLastInPlace(const Geometry& g, int64_t interpolation) {
-  return g.channels_last && (g.c % 8 == 0 || g.c == 4) &&
-         gs::TapsPerPoint(g.k, static_cast<int>(interpolation)) >= 4;
-}
-
 void ForwardChannelsLastChunkAvx2F32(const Geometry& g, int64_t interpolation,
                                      const float* input, const float* grid, float* output,
                                      int64_t n, int64_t p_begin, int64_t p_end) {
-  std::unique_ptr<float[]> zeros(new float[ChannelsLastStride(g.c)]);
+  std::unique_ptr<float[]> zeros(new float[g.c]);
   Run(g, interpolation, input, grid, output, n, p_begin, p_end, zeros.get());
 }
 
@@ -350,7 +363,6 @@ bool ViaChannelsLastPays(const Geometry&, int64_t) { return false; }
 int64_t ViaChannelsLastBufferFloats(const Geometry&) { return 0; }
 void ForwardViaChannelsLastAvx2F32(const Geometry&, int64_t, const float*, const float*, float*,
                                    int64_t, float*) {}
-bool SamplesChannelsLastInPlace(const Geometry&, int64_t) { return false; }
 void ForwardChannelsLastChunkAvx2F32(const Geometry&, int64_t, const float*, const float*,
                                      float*, int64_t, int64_t, int64_t) {}
 

@@ -36,16 +36,6 @@ struct SoaTaps {
   alignas(64) float aw[K][kT1][kStride];
   alignas(64) int32_t off[kTaps][kStride];
   alignas(64) float w[kTaps][kStride];
-  // 2D bicubic only (see FillRows): per point, the x offset of tap 0, the
-  // row offsets, which of the 16 taps are read, and whether the in-range
-  // x taps are contiguous (then each row is one masked 4-float load).
-  static constexpr int kRowB = (K == 2 && kInterp == gs::kBicubic) ? kB : 1;
-  alignas(16) float wx4[kRowB][4];
-  alignas(16) float wy4[kRowB][4];
-  int32_t xbase[kRowB];
-  int32_t rowoff[4][kRowB];
-  uint16_t mbits[kRowB];
-  uint8_t rowable[kRowB];
   // Bilinear, channels-first (see FillPairs). Per point, the offset of the
   // two floats (xb, xb + 1) that hold its x taps in its first row of taps
   // (yb, zb), inside the plane also for a point without taps; its rows

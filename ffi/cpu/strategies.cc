@@ -25,10 +25,8 @@ constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
 bool ForwardCanTake(ForwardStrategy strategy, const Geometry& g, ffi::DataType dt) {
   switch (strategy) {
     case ForwardStrategy::kPortable: return true;
-    case ForwardStrategy::kGather: return Avx2Takes(g, dt);
-    // In place, the pixel stride is the channel count: whole vectors of 8, or one of 4.
-    case ForwardStrategy::kTiles:
-      return Avx2Takes(g, dt) && g.channels_last && (g.c % 8 == 0 || g.c == 4);
+    case ForwardStrategy::kGather: return Avx2Takes(g, dt) && !g.channels_last;
+    case ForwardStrategy::kTiles: return Avx2Takes(g, dt) && g.channels_last;
     case ForwardStrategy::kTilesViaCopy: return Avx2Takes(g, dt) && !g.channels_last;
     default: return false;
   }
@@ -37,10 +35,7 @@ bool ForwardCanTake(ForwardStrategy strategy, const Geometry& g, ffi::DataType d
 ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t interpolation,
                               int64_t threads) {
   if (!Avx2Takes(g, dt)) return ForwardStrategy::kPortable;
-  if (g.channels_last) {
-    return SamplesChannelsLastInPlace(g, interpolation) ? ForwardStrategy::kTiles
-                                                        : ForwardStrategy::kGather;
-  }
+  if (g.channels_last) return ForwardStrategy::kTiles;
   // The copy takes one task per batch element: only where that keeps the
   // threads busy.
   if (ViaChannelsLastPays(g, interpolation) && ElementsKeepThreadsBusy(threads, g) &&

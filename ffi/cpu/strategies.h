@@ -24,8 +24,8 @@ namespace gs_cpu {
 enum class ForwardStrategy : int64_t {
   kAuto = -1,
   kPortable = 0,      // tap tables per block of points, plain loops (any dtype)
-  kGather = 1,        // per channel, 8 points at a time: gathers, or pairs of floats (bilinear)
-                      // and plain loads (nearest); channels last, per point
+  kGather = 1,        // channels first, per channel 8 points at a time: gathers, or pairs of
+                      // floats (bilinear) and plain loads (nearest)
   kTiles = 2,         // channels-last input read in place, a pixel's channels as vectors
   kTilesViaCopy = 3,  // channels-first input copied channels-last per batch element, then kTiles
 };
