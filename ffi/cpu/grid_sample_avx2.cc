@@ -240,55 +240,34 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 BicubicDot(
   return (q[0] + q[1]) + (q[2] + q[3]);
 }
 
-// The safe offsets (SoaTaps::off_safe16 or off_safe) of eight points as
-// scalars, 8 bytes a load (the sampling loops are bound by their loads):
-// four uint16 or two int32 offsets per load.
-template <typename Safe>
-__attribute__((target("avx2,fma"), always_inline)) inline void LoadSafeOffsets(
-    const Safe* safe, uint32_t (&o)[8]) {
-  constexpr int kBits = 8 * sizeof(Safe), kPerLoad = 64 / kBits;
-  constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
-  for (int i = 0; i < 8 / kPerLoad; ++i) {
-    uint64_t q;
-    std::memcpy(&q, safe + kPerLoad * i, sizeof q);
-    for (int j = 0; j < kPerLoad; ++j) {
-      o[kPerLoad * i + j] = static_cast<uint32_t>((q >> (kBits * j)) & kMask);
-    }
-  }
-}
-
 // Nearest, points b .. b + 7 of one plane: eight plain loads at the safe
-// offsets `safe` (cheaper than a masked gather on AMD cores), lanes out of
-// range zeroed unless kAllIn (the caller knows every tap of the block is in
-// range). A tap's weight is 1, so GatherDot's multiply-add with it is an
-// add of 0, which gives the same bits; so no weight is loaded, and with
-// kAllIn no mask either. The offsets come two per load, or four (uint16;
-// LoadSafeOffsets).
-template <bool kAllIn, typename Safe, int K, int kInterp>
+// offsets (cheaper than a masked gather on AMD cores), lanes out of range
+// zeroed. A tap's weight is 1, so GatherDot's multiply-add with it is an add
+// of 0, which gives the same bits; so no weight is loaded. The offsets come
+// two per 8-byte load (the sampling loops are bound by their loads).
+template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
-    const float* src, const Safe* __restrict safe, const SoaTaps<K, kInterp>* __restrict st,
-    int b) {
-  static_assert(std::is_same_v<Safe, int32_t> || std::is_same_v<Safe, uint16_t>);
-  uint32_t o[8];
-  LoadSafeOffsets(safe + b, o);
-  const __m128 lo = _mm_setr_ps(src[o[0]], src[o[1]], src[o[2]], src[o[3]]);
-  const __m128 hi = _mm_setr_ps(src[o[4]], src[o[5]], src[o[6]], src[o[7]]);
+    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  uint64_t at[4];
+  LoadOffsetPairs(st->off_safe + b, at);
+  auto lo = [](uint64_t q) { return static_cast<uint32_t>(q); };
+  auto hi = [](uint64_t q) { return static_cast<uint32_t>(q >> 32); };
+  const __m128 v0 = _mm_setr_ps(src[lo(at[0])], src[hi(at[0])], src[lo(at[1])], src[hi(at[1])]);
+  const __m128 v1 = _mm_setr_ps(src[lo(at[2])], src[hi(at[2])], src[lo(at[3])], src[hi(at[3])]);
   // + 0 turns -0.0 into +0.0, as 1 * v + 0 does (and the other kernels' sums).
-  const __m256 v = _mm256_add_ps(_mm256_set_m128(hi, lo), _mm256_setzero_ps());
-  if constexpr (kAllIn) return v;
+  const __m256 v = _mm256_add_ps(_mm256_set_m128(v1, v0), _mm256_setzero_ps());
   const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[0] + b));
   return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpgt_epi32(m, _mm256_set1_epi32(-1))));
 }
 
 // Points b .. b + 7 of one plane, summed over their taps: NearestDot for
-// nearest (from its safe offsets `safe`; others ignore them), PairDot when
-// `pairs` (SamplesPairs), else GatherDot. kNoMask: reads without masks
-// (nearest: kAllIn; pairs: see ChannelRows).
-template <bool kNoMask, typename Safe, int K, int kInterp>
+// nearest, PairDot when `pairs` (SamplesPairs; kNoMask: pairs read without
+// masks, see ChannelRows), BicubicDot for 2D bicubic, else GatherDot.
+template <bool kNoMask, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
-    bool pairs, const float* src, const float* const* rows, const Safe* safe,
+    bool pairs, const float* src, const float* const* rows,
     const SoaTaps<K, kInterp>* __restrict st, int b) {
-  if constexpr (kInterp == gs::kNearest) return NearestDot<kNoMask>(src, safe, st, b);
+  if constexpr (kInterp == gs::kNearest) return NearestDot(src, st, b);
   if constexpr (kInterp == gs::kBilinear) {
     if (pairs) return PairDot<kNoMask>(rows, st, b);
   }
@@ -303,10 +282,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
 // once per row rather than at each store, and the common one-line prefetch
 // takes no loop.
 // Returns false when pairs read without masks gave a sum that is not finite.
-template <bool kStream, bool kNoMask, typename Safe, int K, int kInterp>
+template <bool kStream, bool kNoMask, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
     const float* __restrict src, const float* const* rows, float* __restrict dst, int cnt16,
-    bool pairs, const char* next, int64_t next_bytes, int64_t lines, const Safe* safe,
+    bool pairs, const char* next, int64_t next_bytes, int64_t lines,
     const SoaTaps<K, kInterp>* __restrict st) {
   // Pairs without masks: a - a is +0 for a finite sum a, NaN for the others.
   constexpr bool kCheck = kNoMask && kInterp == gs::kBilinear;
@@ -322,8 +301,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
         _mm_prefetch(next + std::min(pf, next_bytes - 64), _MM_HINT_T0);
       }
     }
-    const __m256 a[2] = {Dot<kNoMask>(pairs, src, rows, safe, st, b),
-                         Dot<kNoMask>(pairs, src, rows, safe, st, b + 8)};
+    const __m256 a[2] = {Dot<kNoMask>(pairs, src, rows, st, b),
+                         Dot<kNoMask>(pairs, src, rows, st, b + 8)};
     for (int u = 0; u < 2; ++u) {
       if constexpr (kCheck) bad[u] = _mm256_or_ps(bad[u], _mm256_sub_ps(a[u], a[u]));
       if constexpr (kStream) {
@@ -343,11 +322,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
 // false when pairs read without masks gave a sum that is not finite: it may
 // come from a float that is no tap (0 * inf), so the row must be sampled
 // again with masks.
-template <bool kNoMask, typename Safe, int K, int kInterp>
+template <bool kNoMask, int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
     const float* __restrict src, float* __restrict dst, int cnt, bool pairs, bool stream,
-    const char* next, int64_t next_bytes, int64_t lines, const Safe* safe,
-    const SoaTaps<K, kInterp>* __restrict st) {
+    const char* next, int64_t next_bytes, int64_t lines, const SoaTaps<K, kInterp>* __restrict st) {
   const int cnt8 = cnt & ~7;
   const int cnt16 = cnt & ~15;
   // The rows of a pair read: src + pair_step[r] + offset.
@@ -356,29 +334,25 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
   for (int r = 0; r < kRows; ++r) rows[r] = src + (pairs ? st->pair_step[r] : 0);
   bool finite;
   if (stream && (reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
-    finite = RowGroups<true, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines,
-                                      safe, st);
+    finite = RowGroups<true, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines, st);
   } else {
-    finite = RowGroups<false, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines,
-                                       safe, st);
+    finite = RowGroups<false, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines, st);
   }
-  if (cnt16 < cnt8) {
-    StoreOutput(dst + cnt16, Dot<false>(pairs, src, rows, safe, st, cnt16), stream);
-  }
+  if (cnt16 < cnt8) StoreOutput(dst + cnt16, Dot<false>(pairs, src, rows, st, cnt16), stream);
   if (cnt8 < cnt) {
     // Tail: the tables are padded to a multiple of 8; masked store.
     _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8),
-                        Dot<false>(pairs, src, rows, safe, st, cnt8));
+                        Dot<false>(pairs, src, rows, st, cnt8));
   }
   return finite;
 }
 
 // Channels-first output rows of the points p0 .. p0 + cnt - 1 (one block of
-// `st`), channel after channel; kAllIn and `safe` as for NearestDot.
-template <bool kAllIn, typename Safe, int K, int kInterp>
+// `st`), channel after channel.
+template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
-    int64_t p0, int cnt, bool pairs, bool stream, const float* block_grid, const Safe* safe,
+    int64_t p0, int cnt, bool pairs, bool stream, const float* block_grid,
     SoaTaps<K, kInterp>* __restrict st) {
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   // The next channel's plane (up to 64 KiB) is prefetched a few lines per
@@ -397,44 +371,16 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
     float* dst = output + (n * channels + c) * points + p0;
     const char* next = reinterpret_cast<const char*>(src + plane);
     const int64_t lines = prefetch && c + 1 < channels ? pf_lines : 0;
-    if (kAllIn) {
-      ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
-      continue;
-    }
     if (no_mask) {
-      no_mask = ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
+      no_mask = ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
     }
     if (!no_mask) {
       if constexpr (kInterp == gs::kBilinear) {
         if (pairs && !st->pair_masks_ready) FillPairMasks(block_grid, cnt, g, st);
       }
-      ChannelRow<false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, safe, st);
+      ChannelRow<false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
     }
   }
-}
-
-// Channels first, the rows of a block: nearest reads the safe offsets that
-// FillNearestOffsets wrote (the others ignore them), and blocks whose taps
-// are all in range without a mask.
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline void ChannelsFirstBlock(
-    const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
-    int64_t p0, int cnt, bool pairs, bool stream, const float* block_grid,
-    SoaTaps<K, kInterp>* __restrict st) {
-  auto rows = [&](auto all_in) __attribute__((target("avx2,fma"))) {
-    auto from = [&](const auto* safe) __attribute__((target("avx2,fma"))) {
-      ChannelRows<decltype(all_in)::value>(g, input, output, n, p0, cnt, pairs, stream,
-                                           block_grid, safe, st);
-    };
-    if constexpr (kInterp == gs::kNearest) {
-      if (NarrowSafeOffsets(g)) return from(st->off_safe16);
-    }
-    from(st->off_safe);
-  };
-  if constexpr (kInterp == gs::kNearest) {
-    if (st->all_in) return rows(std::true_type{});
-  }
-  rows(std::false_type{});
 }
 
 // Forward of points [p_begin, p_end) of batch element n, float32, channels
@@ -447,13 +393,8 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
   using ST = SoaTaps<K, kInterp>;
   const bool stream = StreamsOutput(g);
   const bool pairs = kInterp == gs::kBilinear && SamplesPairs(g, kInterp);
-  // Pairs from planes of at least as many cache lines as a full block reads
-  // rows of taps: a block reads each line about once at most, so it gains
-  // nothing from its length, and shorter blocks keep their tables in the L1.
-  const bool short_blocks = pairs && g.plane / 16 >= int64_t{ST::kB} * ST::kPairRows;
-  const int block = short_blocks ? 512 : ST::kB;
-  for (int64_t p0 = p_begin; p0 < p_end; p0 += block) {
-    const int cnt = static_cast<int>(std::min<int64_t>(block, p_end - p0));
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
+    const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     const float* block_grid = grid + (n * g.points + p0) * K;
     if constexpr (kInterp == gs::kBilinear) {
       if (pairs) {
@@ -463,7 +404,7 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
       }
     }
     if (!pairs) FillSoaTaps<K, kInterp>(block_grid, cnt, g, st);
-    ChannelsFirstBlock(g, input, output, n, p0, cnt, pairs, stream, block_grid, st);
+    ChannelRows(g, input, output, n, p0, cnt, pairs, stream, block_grid, st);
   }
   FinishOutputStores(stream);
 }

@@ -56,16 +56,9 @@ struct SoaTaps {
   // Whether pair_mask holds the masks of the current block (FillPairMasks).
   bool pair_masks_ready = false;
   // Nearest: the tap offsets with 0 for "out of range" (an address that may
-  // be read; see NearestDot), in off_safe16 where the plane has at most
-  // 65536 floats (NarrowSafeOffsets), else in off_safe. Half the bytes keep
-  // more of the plane in the L1 beside them (a 16 KiB plane, the next one
-  // prefetched, and the table: 48 KiB with int32).
+  // be read; see NearestDot).
   static constexpr int kSafeB = kInterp == gs::kNearest ? kB : 8;
   alignas(32) int32_t off_safe[kSafeB];
-  alignas(32) uint16_t off_safe16[kSafeB];
-  // Nearest: whether every point of the block has its tap in range (the
-  // forward then reads without a mask).
-  bool all_in = false;
 
   // The weight of tap t of point b: w, or 1 for nearest (which fills no w).
   float TapWeight(int t, int b) const { return kInterp == gs::kNearest ? 1.f : w[t][b]; }
@@ -125,17 +118,15 @@ GS_CPU_INLINE bool AxesModerate(const float* __restrict grid, int cnt, const int
   return moderate;
 }
 
-// Nearest: each point's tap offset (or -1) and its "safe" offset (0 for -1,
-// as int32_t or uint16_t), in one pass over the points (the per-axis tables
-// are not needed); returns the lowest offset. The same gs::ComputeAxisTaps
-// calls as AxisSoaLoop, so the same offsets.
-template <int K, int kPad, bool kAlign, bool kModerate, typename Safe>
-GS_CPU_INLINE int32_t NearestOffsetsLoop(const float* __restrict grid, int cnt,
-                                         const int64_t* sizes, int32_t* __restrict off,
-                                         Safe* __restrict off_safe) {
+// Nearest: each point's tap offset (or -1) and its "safe" offset (0 for
+// -1), in one pass over the points (the per-axis tables are not needed).
+// The same gs::ComputeAxisTaps calls as AxisSoaLoop, so the same offsets.
+template <int K, int kPad, bool kAlign, bool kModerate>
+GS_CPU_INLINE void NearestOffsetsLoop(const float* __restrict grid, int cnt,
+                                      const int64_t* sizes, int32_t* __restrict off,
+                                      int32_t* __restrict off_safe) {
   const int32_t w32 = static_cast<int32_t>(sizes[0]);
   const int32_t h32 = static_cast<int32_t>(sizes[1]);
-  int32_t lowest = 0;
   for (int b = 0; b < cnt; ++b) {
     int32_t idx[K];
     bool valid = true;
@@ -152,50 +143,37 @@ GS_CPU_INLINE int32_t NearestOffsetsLoop(const float* __restrict grid, int cnt,
     // Valid taps: < plane <= INT32_MAX.
     const int32_t o = valid ? row * w32 + idx[0] : -1;
     off[b] = o;
-    off_safe[b] = static_cast<Safe>(std::max(o, 0));
-    lowest = std::min(lowest, o);
+    off_safe[b] = std::max(o, 0);
   }
-  return lowest;
 }
 
 // NearestOffsetsLoop for a block, reflection's coordinates checked first
 // (see AxisSoa).
-template <int K, int kPad, bool kAlign, typename Safe>
-__attribute__((target("avx2,fma"), flatten)) int32_t NearestOffsets(
-    const float* __restrict grid, int cnt, const int64_t* sizes, int32_t* __restrict off,
-    Safe* __restrict off_safe) {
+template <int K, int kPad, bool kAlign>
+__attribute__((target("avx2,fma"), flatten)) void NearestOffsets(const float* __restrict grid,
+                                                                 int cnt, const int64_t* sizes,
+                                                                 int32_t* __restrict off,
+                                                                 int32_t* __restrict off_safe) {
   if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
     return NearestOffsetsLoop<K, kPad, kAlign, true>(grid, cnt, sizes, off, off_safe);
   }
-  return NearestOffsetsLoop<K, kPad, kAlign, false>(grid, cnt, sizes, off, off_safe);
+  NearestOffsetsLoop<K, kPad, kAlign, false>(grid, cnt, sizes, off, off_safe);
 }
 
-// Whether the nearest safe offsets of planes like g's fit 16 bits (then
-// FillNearestOffsets writes off_safe16, else off_safe).
-inline bool NarrowSafeOffsets(const Geometry& g) { return g.plane <= 65536; }
-
-// The nearest tables of SoaTaps (off[0], the safe offsets, all_in) for
-// `cnt` points, in one pass (NearestOffsetsLoop), with no per-axis tables
-// written and read back by further loops. No weights: a nearest tap's is 1.
+// The nearest tables of SoaTaps (off[0] and the safe offsets) for `cnt`
+// points, in one pass (NearestOffsetsLoop), with no per-axis tables written
+// and read back by further loops. No weights: a nearest tap's is 1.
 template <int K>
 GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, const Geometry& g,
                                       SoaTaps<K, gs::kNearest>* __restrict st) {
   const int64_t sizes[3] = {g.w, g.h, g.d};
-  const bool narrow = NarrowSafeOffsets(g);
-  int32_t lowest = 0;
   DispatchPadding(g, [&](auto pad, auto align) {
     constexpr int kPad = static_cast<int>(decltype(pad)::value);
-    constexpr bool kAlign = decltype(align)::value;
-    auto fill = [&](auto* safe) {
-      return NearestOffsets<K, kPad, kAlign>(grid, cnt, sizes, st->off[0], safe);
-    };
-    lowest = narrow ? fill(st->off_safe16) : fill(st->off_safe);
+    NearestOffsets<K, kPad, decltype(align)::value>(grid, cnt, sizes, st->off[0], st->off_safe);
   });
-  st->all_in = lowest >= 0;
   for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
     st->off[0][b] = -1;
     st->off_safe[b] = 0;
-    st->off_safe16[b] = 0;
   }
 }
 
