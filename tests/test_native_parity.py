@@ -697,7 +697,7 @@ def backward_can_take(strategy, dims, mode, channels_last):
     if not AVX2:
         return False
     return {"bilinear_block": dims == 2 and mode == "bilinear" and not channels_last,
-            "nearest_ranges": mode == "nearest",
+            "nearest_ranges": mode == "nearest" and not channels_last,
             "channels_last_avx2": channels_last}[strategy]
 
 

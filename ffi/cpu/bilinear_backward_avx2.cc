@@ -110,7 +110,6 @@ __attribute__((target("avx2,fma"))) void SortPoints(const Geometry& g, int cnt,
     unsigned full_bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(full)));
     unsigned part_bits = ~full_bits & lanes;
     full_bits &= lanes;
-    t->full_lanes[b / 8] = static_cast<uint8_t>(full_bits);
     for (; full_bits != 0; full_bits &= full_bits - 1) {
       t->full[n_full++] = b + __builtin_ctz(full_bits);
     }
@@ -243,51 +242,13 @@ __attribute__((target("avx2,fma"))) void AllPoints(const Geometry& g,
   }
 }
 
-// FoldGrid's sums for points b .. b + 7 (all < cnt) taken as full: the same
-// products and adds in the same order, 8 points a lane each (so the same
-// bits for the full ones).
-__attribute__((target("avx2,fma"), always_inline)) inline void FoldFullGroup(
-    const BilinearBackwardBlock& blk, const Tables* __restrict t, int b) {
-  // tap_sum of the 8 points (4 floats each), transposed: a[u] = tap u.
-  const __m256 r0 = _mm256_loadu_ps(t->tap_sum[b]), r1 = _mm256_loadu_ps(t->tap_sum[b + 2]);
-  const __m256 r2 = _mm256_loadu_ps(t->tap_sum[b + 4]), r3 = _mm256_loadu_ps(t->tap_sum[b + 6]);
-  // Halves of points 0 | 4, 1 | 5, 2 | 6 and 3 | 7, then 4 x 4 transposes.
-  const __m256 q0 = _mm256_permute2f128_ps(r0, r2, 0x20), q1 = _mm256_permute2f128_ps(r0, r2, 0x31);
-  const __m256 q2 = _mm256_permute2f128_ps(r1, r3, 0x20), q3 = _mm256_permute2f128_ps(r1, r3, 0x31);
-  const __m256 t0 = _mm256_unpacklo_ps(q0, q1), t1 = _mm256_unpackhi_ps(q0, q1);
-  const __m256 t2 = _mm256_unpacklo_ps(q2, q3), t3 = _mm256_unpackhi_ps(q2, q3);
-  const __m256 a[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
-                       _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
-  const __m256 sign = _mm256_set1_ps(-0.f);
-  __m256 sx = _mm256_setzero_ps(), sy = _mm256_setzero_ps();
-  for (int j = 0; j < 2; ++j) {
-    for (int k = 0; k < 2; ++k) {
-      const __m256 wx = _mm256_load_ps(t->w[0][k] + b), wy = _mm256_load_ps(t->w[1][j] + b);
-      // -1 * w and w * -1 are w with its sign flipped.
-      const __m256 dx = k == 0 ? _mm256_xor_ps(wy, sign) : wy;
-      const __m256 dy = j == 0 ? _mm256_xor_ps(wx, sign) : wx;
-      sx = _mm256_add_ps(sx, _mm256_mul_ps(dx, a[2 * j + k]));
-      sy = _mm256_add_ps(sy, _mm256_mul_ps(dy, a[2 * j + k]));
-    }
-  }
-  sx = _mm256_mul_ps(sx, _mm256_load_ps(t->dm[0] + b));
-  sy = _mm256_mul_ps(sy, _mm256_load_ps(t->dm[1] + b));
-  // Interleaved (x, y) per point: points 0 1 | 4 5 and 2 3 | 6 7.
-  const __m256 lo = _mm256_unpacklo_ps(sx, sy), hi = _mm256_unpackhi_ps(sx, sy);
-  _mm256_storeu_ps(blk.grid_grad + 2 * b, _mm256_permute2f128_ps(lo, hi, 0x20));
-  _mm256_storeu_ps(blk.grid_grad + 2 * b + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
-}
-
 // The grid gradient of each point from its per-tap sums A (of its taps in
 // range, in tap order): sum over taps of d(weight)/d(coordinate) * A, the
 // derivatives of bilinear's weights being -1 and +1 times the other axis'
-// weight; then times the chain factor. Groups of 8 points at once as if all
-// were full (FoldFullGroup), then the others point by point; the points of
-// a last group that is not whole, point by point (for a full point the range
-// checks all pass, so the same sums).
+// weight; then times the chain factor.
 __attribute__((target("avx2,fma"))) void FoldGrid(const BilinearBackwardBlock& blk,
                                                   const Tables* __restrict t) {
-  auto fold = [&](int b) {
+  for (int b = 0; b < blk.cnt; ++b) {
     const float* a = t->tap_sum[b];
     float sx = 0.f, sy = 0.f;
     int u = 0;
@@ -302,15 +263,7 @@ __attribute__((target("avx2,fma"))) void FoldGrid(const BilinearBackwardBlock& b
     }
     blk.grid_grad[2 * b] = sx * t->dm[0][b];
     blk.grid_grad[2 * b + 1] = sy * t->dm[1][b];
-  };
-  int b = 0;
-  for (; b + 8 <= blk.cnt; b += 8) {
-    FoldFullGroup(blk, t, b);
-    for (unsigned part = ~t->full_lanes[b / 8] & 0xFFu; part != 0; part &= part - 1) {
-      fold(b + __builtin_ctz(part));
-    }
   }
-  for (; b < blk.cnt; ++b) fold(b);  // nothing past cnt is written
 }
 
 }  // namespace

@@ -48,8 +48,6 @@ struct BilinearBackwardTables {
   alignas(16) float tap_sum[kB][4];
   int full[kB];
   int n_full;
-  // Per group of 8 points (b / 8), which of them are full (bit b % 8).
-  uint8_t full_lanes[kB / 8];
   int part[kB];
   int part_begin[6];
 };

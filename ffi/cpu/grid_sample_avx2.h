@@ -49,8 +49,8 @@ bool SamplesPairs(const Geometry& g, int64_t interpolation);
 
 // The tile sampler (grid_sample_avx2_tiles.cc).
 //
-// Floats per pixel in the copy: 4 for up to 4 channels, else channels
-// rounded up to a multiple of 8 (the extra channels are zeros).
+// Floats per pixel in the copy: the channels rounded up to a multiple of 8
+// (the extra channels are zeros).
 int64_t ChannelsLastStride(int64_t channels);
 
 // Whether the copy pays for itself here: channels-first, at least two

@@ -33,9 +33,7 @@
 
 namespace gs_cpu {
 
-int64_t ChannelsLastStride(int64_t channels) {
-  return channels <= 4 ? 4 : (channels + 7) / 8 * 8;
-}
+int64_t ChannelsLastStride(int64_t channels) { return (channels + 7) / 8 * 8; }
 
 #if GS_CPU_HAVE_AVX2_PATH
 
@@ -55,9 +53,9 @@ bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation) {
   if (g.channels_last || g.c < 2 || taps < 4 || g.points * taps < g.plane) return false;
   // In 3D, with twice the taps per point, the copy pays. In 2D, bilinear
   // pairs (SamplesPairs) read one plane at a time at random, and the tile
-  // sampler the whole copy: the copy needs 8 channels or more (a pixel of 4
-  // is half a vector) and planes that take more than half of the L1 (the
-  // pairs' random reads then miss it).
+  // sampler the whole copy: the copy needs 8 channels or more (a pixel of
+  // fewer leaves lanes of its vector empty) and planes that take more than
+  // half of the L1 (the pairs' random reads then miss it).
   if (g.k == 2 && SamplesPairs(g, interpolation)) {
     return g.c >= 8 && g.plane * int64_t{4} * 2 > kL1DataBytes;
   }
@@ -73,26 +71,6 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Transpose8x8Store
   Transpose8x8(in, out);
   for (int s = 0; s < 8; ++s) _mm256_storeu_ps(dst + s * stride, out[s]);
 }
-
-// 4 rows of 8 -> 8 rows of 4 (dst[s * stride + r], r < 4).
-__attribute__((target("avx2,fma"), always_inline)) inline void Transpose4x8Store(
-    const __m256 (&in)[4], float* dst, int64_t stride) {
-  __m128 lo[4], hi[4];
-  for (int r = 0; r < 4; ++r) {
-    lo[r] = _mm256_castps256_ps128(in[r]);
-    hi[r] = _mm256_extractf128_ps(in[r], 1);
-  }
-  _MM_TRANSPOSE4_PS(lo[0], lo[1], lo[2], lo[3]);
-  _MM_TRANSPOSE4_PS(hi[0], hi[1], hi[2], hi[3]);
-  for (int s = 0; s < 4; ++s) {
-    _mm_storeu_ps(dst + s * stride, lo[s]);
-    _mm_storeu_ps(dst + (s + 4) * stride, hi[s]);
-  }
-}
-
-}  // namespace
-
-namespace {
 
 __attribute__((target("avx2,fma"))) void CopyToChannelsLast(const Geometry& g,
                                                             const float* __restrict input,
@@ -116,11 +94,7 @@ __attribute__((target("avx2,fma"))) void CopyToChannelsLast(const Geometry& g,
       for (int r = 0; r < 8; ++r) {
         v[r] = r < rows ? _mm256_loadu_ps(src_n + (c0 + r) * plane + s) : _mm256_setzero_ps();
       }
-      if (stride == 4) {
-        Transpose4x8Store(reinterpret_cast<const __m256(&)[4]>(v), copy + s * stride, stride);
-      } else {
-        Transpose8x8Store(v, copy + s * stride + c0, stride);
-      }
+      Transpose8x8Store(v, copy + s * stride + c0, stride);
     }
   }
   for (int64_t s = s8; s < plane; ++s) {
@@ -128,12 +102,6 @@ __attribute__((target("avx2,fma"))) void CopyToChannelsLast(const Geometry& g,
       copy[s * stride + c] = c < channels ? src_n[c * plane + s] : 0.f;
     }
   }
-}
-
-// kV floats (8, or 4 into the low half with the high half zero).
-template <int kV>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadChannels(const float* p) {
-  return kV == 8 ? _mm256_loadu_ps(p) : _mm256_zextps128_ps256(_mm_loadu_ps(p));
 }
 
 // The taps of one point: row of each tap in the pixels (the zero row when out
@@ -191,40 +159,24 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
   }
 }
 
-// Channels [c, c + 8) (or [c, c + 4) for kV == 4, in the low half) of one
-// point.
-template <int K, int kInterp, int kV>
+// Channels [c, c + 8) of one point.
+template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 PointSum(
     const PointTaps<K, kInterp>& pt, int64_t c) {
   return PointSum(pt, [c](const float* row) __attribute__((target("avx2,fma"))) {
-    return LoadChannels<kV>(row + c);
+    return _mm256_loadu_ps(row + c);
   });
 }
 
 // Stores channel rows [0, rows) of kG (a multiple of 8) points (res[j]: the
 // channels of point j) at dst + r * points; only the first `valid` points
 // when < kG. Each row is written as kG contiguous floats.
-template <int kV, int kG>
+template <int kG>
 __attribute__((target("avx2,fma"), always_inline)) inline void StoreTransposed(
     const __m256 (&res)[kG], float* dst, int64_t points, int rows, int valid, bool stream) {
   alignas(32) float t[8][kG];
   for (int h = 0; h < kG; h += 8) {
-    if constexpr (kV == 8) {
-      Transpose8x8Store(reinterpret_cast<const __m256(&)[8]>(res[h]), &t[0][h], kG);
-    } else {
-      // res[j] holds 4 channels in its low half: two 4 x 4 transposes.
-      __m128 lo[4], hi[4];
-      for (int j = 0; j < 4; ++j) {
-        lo[j] = _mm256_castps256_ps128(res[h + j]);
-        hi[j] = _mm256_castps256_ps128(res[h + j + 4]);
-      }
-      _MM_TRANSPOSE4_PS(lo[0], lo[1], lo[2], lo[3]);
-      _MM_TRANSPOSE4_PS(hi[0], hi[1], hi[2], hi[3]);
-      for (int r = 0; r < 4; ++r) {
-        _mm_store_ps(&t[r][h], lo[r]);
-        _mm_store_ps(&t[r][h + 4], hi[r]);
-      }
-    }
+    Transpose8x8Store(reinterpret_cast<const __m256(&)[8]>(res[h]), &t[0][h], kG);
   }
   if (valid == kG) {
     for (int r = 0; r < rows; ++r) {
@@ -247,7 +199,7 @@ template <int K, int kInterp>
 __attribute__((target("avx2,fma"), always_inline)) inline void ChannelsLastPoint(
     const PointTaps<K, kInterp>& pt, int64_t channels, float* dst, bool stream) {
   const int64_t c8 = channels & ~int64_t{7};
-  for (int64_t c = 0; c < c8; c += 8) StoreOutput(dst + c, PointSum<K, kInterp, 8>(pt, c), stream);
+  for (int64_t c = 0; c < c8; c += 8) StoreOutput(dst + c, PointSum(pt, c), stream);
   if (c8 == channels) return;
   const __m256i lanes = FirstLanes(channels - c8);
   alignas(32) float sum[8];
@@ -260,7 +212,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelsLastPoint
 // Forward of points [p_begin, p_end) of batch element n from `pixels`, its
 // channels-last data (the input itself, `stride` = g.c floats per pixel, or
 // a copy, ChannelsLastStride(g.c)), into the output in the layout of g.
-template <int K, int kInterp, int kV>
+template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const float* pixels,
                                                       int64_t stride, const float* zeros,
                                                       const float* __restrict grid,
@@ -288,19 +240,19 @@ __attribute__((target("avx2,fma"))) void SamplePoints(const Geometry& g, const f
     for (int b0 = 0; b0 < cnt; b0 += kG) {
       const int valid = std::min(kG, cnt - b0);
       // Each point's taps are loaded once for the kTile vectors of channels.
-      for (int64_t c0 = 0; c0 < channels; c0 += kTile * kV) {
-        const int vecs = static_cast<int>(std::min<int64_t>(kTile, CeilDiv(channels - c0, kV)));
+      for (int64_t c0 = 0; c0 < channels; c0 += kTile * 8) {
+        const int vecs = static_cast<int>(std::min<int64_t>(kTile, CeilDiv(channels - c0, 8)));
         __m256 tile[kTile][kG];
         for (int j = 0; j < kG; ++j) {
           PointTaps<K, kInterp> pt;
           LoadPointTaps(st, b0 + j, pixels, stride, zeros, &pt);
-          for (int v = 0; v < vecs; ++v) tile[v][j] = PointSum<K, kInterp, kV>(pt, c0 + v * kV);
+          for (int v = 0; v < vecs; ++v) tile[v][j] = PointSum(pt, c0 + v * 8);
         }
         float* dst = output + n * channels * points + p0 + b0;
         for (int v = 0; v < vecs; ++v) {
-          const int64_t c = c0 + v * kV;
-          const int nrows = static_cast<int>(std::min<int64_t>(kV, channels - c));
-          StoreTransposed<kV, kG>(tile[v], dst + c * points, points, nrows, valid, stream);
+          const int64_t c = c0 + v * 8;
+          const int nrows = static_cast<int>(std::min<int64_t>(8, channels - c));
+          StoreTransposed(tile[v], dst + c * points, points, nrows, valid, stream);
         }
       }
     }
@@ -314,21 +266,15 @@ void RunVia(const Geometry& g, const float* input, const float* grid, float* out
   std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
   if (g.channels_last) {  // in place; `buffer` is the row of zeros
     std::fill(buffer, buffer + g.c, 0.f);
-    SamplePoints<K, kInterp, 8>(g, input + n * g.plane * g.c, g.c, buffer, grid, output, n,
-                                p_begin, p_end, st.get());
+    SamplePoints<K, kInterp>(g, input + n * g.plane * g.c, g.c, buffer, grid, output, n, p_begin,
+                             p_end, st.get());
     return;
   }
   const int64_t stride = ChannelsLastStride(g.c);
   float* zeros = buffer + g.plane * stride;
   CopyToChannelsLast(g, input, n, buffer);
   std::fill(zeros, zeros + stride, 0.f);
-  if (stride == 4) {
-    SamplePoints<K, kInterp, 4>(g, buffer, stride, zeros, grid, output, n, p_begin, p_end,
-                                st.get());
-  } else {
-    SamplePoints<K, kInterp, 8>(g, buffer, stride, zeros, grid, output, n, p_begin, p_end,
-                                st.get());
-  }
+  SamplePoints<K, kInterp>(g, buffer, stride, zeros, grid, output, n, p_begin, p_end, st.get());
 }
 
 void Run(const Geometry& g, int64_t interpolation, const float* input, const float* grid,

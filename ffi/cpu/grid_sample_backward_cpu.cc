@@ -68,16 +68,15 @@ BackwardPlan PlanBands(const Geometry& g, int taps_per_axis, int64_t coord_bytes
 // (nearest_backward_avx2.h), from the band plan `p`: NearestStagingRanges(g)
 // ranges, but 2 rather than a single task where the band plan has bands
 // (enough points). Channel blocks of a multiple of 8, up to kTargetTasks
-// tasks. Channels last, one block of all the channels (a block's part of an
-// element's row shares cache lines with the others').
+// tasks.
 void PlanNearestRanges(const Geometry& g, BackwardPlan* p) {
   int64_t ranges = NearestStagingRanges(g);
-  const int64_t groups = g.channels_last ? 1 : std::max<int64_t>(1, CeilDiv(g.c, 8));
+  const int64_t groups = std::max<int64_t>(1, CeilDiv(g.c, 8));
   const int64_t n = std::max<int64_t>(1, g.n);
   if (n * groups * ranges == 1 && p->bands > 1) ranges = 2;
   const int64_t nblocks = std::clamp<int64_t>(CeilDiv(kTargetTasks, n * ranges), 1, groups);
   p->bands = ranges;
-  p->cblock = g.channels_last ? std::max<int64_t>(1, g.c) : CeilDiv(groups, nblocks) * 8;
+  p->cblock = CeilDiv(groups, nblocks) * 8;
   p->nblocks = CeilDiv(g.c, p->cblock);
   p->nearest_ranges = true;
 }
@@ -427,11 +426,7 @@ void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const Backw
                                 offsets.get(),
                                 a.grad_out,
                                 a.grad_input};
-    if (g.channels_last) {
-      NearestBackwardChannelsLastTaskAvx2F32<K>(g, t);
-    } else {
-      NearestBackwardTaskAvx2F32<K>(g, t);
-    }
+    NearestBackwardTaskAvx2F32<K>(g, t);
   });
 }
 

@@ -1,5 +1,5 @@
-// The CPU backward tasks for nearest float32 (channels first and channels
-// last); see nearest_backward_avx2.h.
+// The CPU backward tasks for nearest float32, channels first; see
+// nearest_backward_avx2.h.
 #include "nearest_backward_avx2.h"
 
 #include <algorithm>
@@ -20,10 +20,7 @@ namespace gs_cpu {
 
 int64_t NearestStagingRanges(const Geometry& g) {
   if (!HasAvx2Fma() || !Avx2PathFits(g)) return 0;
-  // Channels last: all the channels of an element share its cache lines.
-  const int64_t channels = g.channels_last ? g.c : 8;
-  return std::max<int64_t>(
-      1, CeilDiv(g.plane * channels * int64_t{sizeof(float)}, kNearestStagingBytes));
+  return std::max<int64_t>(1, CeilDiv(g.plane * int64_t{8 * sizeof(float)}, kNearestStagingBytes));
 }
 
 namespace {
@@ -142,26 +139,6 @@ __attribute__((target("avx2,fma"))) void WritePlanes(const Pass& p, int64_t plan
   FinishOutputStores(stream);
 }
 
-// Calls add(p0, cnt, elem) for the task's points in blocks from p0 = 0:
-// elem, the tap offsets of its cnt points (-1 out of range), precomputed or
-// from the forward's tables (the index math of FillTaps, so the same taps
-// as the generic block). `st`: unused when the offsets are precomputed.
-template <int K, typename F>
-void ForEachOffsetBlock(const Geometry& g, const NearestBackwardTask& t,
-                        SoaTaps<K, gs::kNearest>* st, F&& add) {
-  constexpr int64_t kBlock = SoaTaps<K, gs::kNearest>::kB;
-  const int64_t points = g.points;
-  for (int64_t p0 = 0; p0 < points; p0 += kBlock) {
-    const int cnt = static_cast<int>(std::min(kBlock, points - p0));
-    if (t.offsets != nullptr) {
-      add(p0, cnt, t.offsets + t.n * points + p0);
-      continue;
-    }
-    FillSoaTaps<K, gs::kNearest>(t.grid + (t.n * points + p0) * K, cnt, g, st);
-    add(p0, cnt, static_cast<const int32_t*>(st->off[0]));
-  }
-}
-
 }  // namespace
 
 template <int K>
@@ -184,80 +161,23 @@ __attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
     const Pass p{t.grad_out + (t.n * g.c + c_pass) * points, rows, staging.get(), t.s_begin,
                  span};
     std::fill(p.staging, p.staging + p.Stride() * RoundUp8(rows), 0.f);
-    ForEachOffsetBlock<K>(g, t, st.get(), [&](int64_t p0, int cnt, const int32_t* elem) {
-      AddPoints(g, p, p0, cnt, elem);
-    });
+    // The points' taps, precomputed or by the forward's index math (the
+    // generic block's taps either way).
+    for (int64_t p0 = 0; p0 < points; p0 += ST::kB) {
+      const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, points - p0));
+      if (t.offsets != nullptr) {
+        AddPoints(g, p, p0, cnt, t.offsets + t.n * points + p0);
+        continue;
+      }
+      FillSoaTaps<K, gs::kNearest>(t.grid + (t.n * points + p0) * K, cnt, g, st.get());
+      AddPoints(g, p, p0, cnt, st->off[0]);
+    }
     WritePlanes(p, plane, t.grad_input + (t.n * g.c + c_pass) * plane + t.s_begin, stream);
   }
 }
 
 template void NearestBackwardTaskAvx2F32<2>(const Geometry&, const NearestBackwardTask&);
 template void NearestBackwardTaskAvx2F32<3>(const Geometry&, const NearestBackwardTask&);
-
-namespace {
-
-// A channels-last task's rows: grad_input from element s_begin of batch
-// element n, channel c_begin on (`gi`, rows `channels` apart), `cb`
-// channels of each, for the span elements of the range; grad_output the
-// same from point 0 (`go`); `spare`: 8 rows of RoundUp8(cb) floats.
-struct Rows {
-  float* gi;
-  const float* go;
-  int64_t channels, cb, s_begin, span;
-  float* spare;
-};
-
-// Adds the grad_output rows of `cnt` consecutive points from p0 (elem: the
-// plane element of each one's tap, -1 out of range) to their grad_input
-// rows, 8 channels a vector, the last cb % 8 under a mask; those outside
-// the range to the spare rows.
-__attribute__((target("avx2,fma"))) void AddRows(const Rows& r, int64_t p0, int cnt,
-                                                 const int32_t* elem) {
-  const int64_t cb8 = r.cb / 8 * 8, spare_stride = RoundUp8(r.cb);
-  const __m256i tail = FirstLanes(r.cb - cb8);
-  for (int b = 0; b < cnt; ++b) {
-    const int64_t rel = elem[b] - r.s_begin;
-    const bool in_span = rel >= 0 && rel < r.span;
-    float* dst = in_span ? r.gi + rel * r.channels : r.spare + (b & 7) * spare_stride;
-    const float* src = r.go + (p0 + b) * r.channels;
-    for (int64_t c = 0; c < cb8; c += 8) {
-      const __m256 sum = _mm256_add_ps(_mm256_loadu_ps(dst + c), _mm256_loadu_ps(src + c));
-      _mm256_storeu_ps(dst + c, sum);
-    }
-    if (cb8 < r.cb) {
-      const __m256 sum = _mm256_add_ps(_mm256_maskload_ps(dst + cb8, tail),
-                                       _mm256_maskload_ps(src + cb8, tail));
-      _mm256_maskstore_ps(dst + cb8, tail, sum);
-    }
-  }
-}
-
-}  // namespace
-
-template <int K>
-__attribute__((target("avx2,fma"))) void NearestBackwardChannelsLastTaskAvx2F32(
-    const Geometry& g, const NearestBackwardTask& t) {
-  using ST = SoaTaps<K, gs::kNearest>;
-  const int64_t channels = g.c, points = g.points, span = t.s_end - t.s_begin;
-  const int64_t cb = t.c_end - t.c_begin;
-  if (span <= 0 || cb <= 0) return;
-  // One spare row per lane of 8 consecutive points, so that those outside
-  // the range do not all wait on one row.
-  std::unique_ptr<float[]> spare(new float[8 * RoundUp8(cb)]);
-  const Rows r{t.grad_input + (t.n * g.plane + t.s_begin) * channels + t.c_begin,
-               t.grad_out + t.n * points * channels + t.c_begin, channels, cb, t.s_begin, span,
-               spare.get()};
-  for (int64_t e = 0; e < span; ++e) std::fill(r.gi + e * channels, r.gi + e * channels + cb, 0.f);
-  std::unique_ptr<ST> st(t.offsets == nullptr ? new ST : nullptr);
-  ForEachOffsetBlock<K>(g, t, st.get(), [&](int64_t p0, int cnt, const int32_t* elem) {
-    AddRows(r, p0, cnt, elem);
-  });
-}
-
-template void NearestBackwardChannelsLastTaskAvx2F32<2>(const Geometry&,
-                                                        const NearestBackwardTask&);
-template void NearestBackwardChannelsLastTaskAvx2F32<3>(const Geometry&,
-                                                        const NearestBackwardTask&);
 
 template <int K>
 __attribute__((target("avx2,fma"))) void NearestTapOffsetsAvx2F32(const Geometry& g,
@@ -285,12 +205,6 @@ template <int K>
 void NearestBackwardTaskAvx2F32(const Geometry&, const NearestBackwardTask&) {}
 template void NearestBackwardTaskAvx2F32<2>(const Geometry&, const NearestBackwardTask&);
 template void NearestBackwardTaskAvx2F32<3>(const Geometry&, const NearestBackwardTask&);
-template <int K>
-void NearestBackwardChannelsLastTaskAvx2F32(const Geometry&, const NearestBackwardTask&) {}
-template void NearestBackwardChannelsLastTaskAvx2F32<2>(const Geometry&,
-                                                        const NearestBackwardTask&);
-template void NearestBackwardChannelsLastTaskAvx2F32<3>(const Geometry&,
-                                                        const NearestBackwardTask&);
 template <int K>
 void NearestTapOffsetsAvx2F32(const Geometry&, const float*, int64_t, int64_t, int64_t,
                               int32_t*) {}

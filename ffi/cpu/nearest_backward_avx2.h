@@ -31,13 +31,11 @@
 
 namespace gs_cpu {
 
-// The largest staging copy a channels-first task keeps (8 channels
-// interleaved), and the most grad_input a channels-last task adds into: a
-// core's L2 should hold it beside the grad_output rows it reads.
+// The largest staging copy a task keeps (8 channels interleaved): a core's
+// L2 should hold it beside the grad_output rows it reads.
 inline constexpr int64_t kNearestStagingBytes = int64_t{512} << 10;
 
-// The fewest element ranges of a plane whose 8 channels (channels last:
-// all its channels, the grad_input a task adds into) each fit
+// The fewest element ranges of a plane whose 8 channels each fit
 // kNearestStagingBytes, or 0 when the tasks cannot run (no AVX2 + FMA, or
 // plane offsets beyond int32).
 int64_t NearestStagingRanges(const Geometry& g);
@@ -50,9 +48,10 @@ inline int64_t NearestRangeStart(int64_t r, int64_t ranges, int64_t plane) {
 }
 
 // Elements [s_begin, s_end) of the planes of channels [c_begin, c_end) of
-// batch element n, from all its points: writes that part of grad_input.
-// offsets: the points' tap offsets from NearestTapOffsetsAvx2F32 (element n
-// * points on), or nullptr to compute them in the task.
+// batch element n (channels first), from all its points: writes that part
+// of grad_input. offsets: the points' tap offsets from
+// NearestTapOffsetsAvx2F32 (element n * points on), or nullptr to compute
+// them in the task.
 struct NearestBackwardTask {
   int64_t n, c_begin, c_end, s_begin, s_end;
   const float* grid;
@@ -63,22 +62,12 @@ struct NearestBackwardTask {
 template <int K>
 void NearestBackwardTaskAvx2F32(const Geometry& g, const NearestBackwardTask& task);
 
-// The same task for channels-last data (any C; the lowering passes 8 or
-// more channels last), whose elements are rows of C channels: adds each
-// point's row of grad_output, 8 channels a vector, into its element's row
-// of grad_input directly (no staging copy or transposes; points outside the
-// range into spare rows, no branch), after zeroing the task's part, where
-// the generic block would compute full tap tables.
-template <int K>
-void NearestBackwardChannelsLastTaskAvx2F32(const Geometry& g, const NearestBackwardTask& task);
-
 // The plane element of the tap of points [p_begin, p_end) of batch element
 // n, -1 out of range, into offsets[n * points + p]: computed once for all
 // the tasks of a batch element where it has several.
 template <int K>
 void NearestTapOffsetsAvx2F32(const Geometry& g, const float* grid, int64_t n, int64_t p_begin,
                               int64_t p_end, int32_t* offsets);
-
 }  // namespace gs_cpu
 
 #endif  // JAX_GRIDSAMPLE_FFI_CPU_NEAREST_BACKWARD_AVX2_H_

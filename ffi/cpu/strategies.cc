@@ -72,7 +72,8 @@ bool BackwardCanTake(BackwardStrategy strategy, const Geometry& g, ffi::DataType
     case BackwardStrategy::kPortable: return true;
     case BackwardStrategy::kBilinearBlock:
       return Avx2Takes(g, dt) && g.k == 2 && interpolation == gs::kBilinear && !g.channels_last;
-    case BackwardStrategy::kNearestRanges: return Avx2Takes(g, dt) && interpolation == gs::kNearest;
+    case BackwardStrategy::kNearestRanges:
+      return Avx2Takes(g, dt) && interpolation == gs::kNearest && !g.channels_last;
     case BackwardStrategy::kChannelsLastAvx2: return Avx2Takes(g, dt) && g.channels_last;
     default: return false;
   }
@@ -82,7 +83,7 @@ BackwardStrategy ChooseBackward(const Geometry& g, ffi::DataType dt, int64_t int
   if (!Avx2Takes(g, dt)) return BackwardStrategy::kPortable;
   // Each range's task reads all the points' grad_output: more than two
   // ranges (planes whose 8 channels overflow the staging copy) do not pay.
-  if (interpolation == gs::kNearest && NearestStagingRanges(g) <= 2) {
+  if (interpolation == gs::kNearest && !g.channels_last && NearestStagingRanges(g) <= 2) {
     return BackwardStrategy::kNearestRanges;
   }
   if (BackwardCanTake(BackwardStrategy::kBilinearBlock, g, dt, interpolation)) {

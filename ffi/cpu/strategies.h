@@ -34,7 +34,8 @@ enum class BackwardStrategy : int64_t {
   kAuto = -1,
   kPortable = 0,          // tap tables per block of points, plain loops (any dtype)
   kBilinearBlock = 1,     // 2D bilinear channels first: per-axis tables, AVX2 loops
-  kNearestRanges = 2,     // nearest: tasks own ranges of plane elements, staged vector adds
+  kNearestRanges = 2,     // nearest channels first: tasks own ranges of plane elements, staged
+                          // vector adds
   kChannelsLastAvx2 = 3,  // channels last: kPortable's loops compiled for AVX2 + FMA
 };
 
