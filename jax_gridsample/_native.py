@@ -58,8 +58,8 @@ def cpu_available() -> bool:
 
 
 def cpu_instruction_set() -> str | None:
-    """ "avx2" or "baseline": the instruction set the native float32 CPU kernels use on this
-    machine (None without them)."""
+    """ "avx2", "neon" or "baseline": the instruction set the native float32 CPU kernels use
+    on this machine (None without them)."""
     return None if _CPU_MODULE is None else _CPU_MODULE.instruction_set()
 
 

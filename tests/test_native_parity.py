@@ -335,14 +335,13 @@ def test_layouts_agree_bitwise_forward():
 ], ids=["2d-bilinear", "2d-bicubic", "2d-nearest", "3d-bilinear", "2d-bilinear-large",
         "2d-bilinear-wide-plane"])
 def test_forward_paths_agree_bitwise(dims, mode, spatial, out_spatial, channels, padding):
-    """Float32 forward, the paths of the AVX2 kernels. Channels first: a batch with at least as
+    """Float32 forward, the paths of the vector kernels. Channels first: a batch with at least as
     many elements as threads is sampled through a channels-last copy of each element (when its
     taps read at least as many elements as it has, 4 taps or more, 2 channels or more; for 2D
     bilinear 8 channels or more and planes larger than 16 KiB); else, and
-    for one element alone, the gather path (2D bilinear: pairs of floats). Channels last: the
-    same tile sampler reads the input in place when the channels are 4 or a multiple of 8, else
-    the per-point path. All give bitwise the same output, and match the float64 reference. The
-    point counts are not multiples of 16 (partial groups)."""
+    for one element alone, the gather path (AVX2; 2D bilinear: pairs of floats). Channels last:
+    the same tile sampler reads the input in place. All give bitwise the same output, and match
+    the float64 reference. The point counts are not multiples of 16 (partial groups)."""
     rng = np.random.default_rng(11)
     batch = 4
     x = rng.standard_normal((batch, channels) + spatial).astype(np.float32)
@@ -612,15 +611,15 @@ def test_backward_independent_of_thread_count():
 
 FORWARD_STRATEGIES = {"portable": 0, "gather": 1, "tiles": 2, "tiles_via_copy": 3}
 AVX2 = _native.cpu_instruction_set() == "avx2"
+VECTOR = _native.cpu_instruction_set() in ("avx2", "neon")  # the vector kernels (vec8.h) run
 
 
 def forward_can_take(strategy, channels_last):
     """strategies.cc's ForwardCanTake for float32 (every plane offset fits int32 here)."""
-    if strategy == "portable":
-        return True
-    if not AVX2:
-        return False
-    return channels_last == (strategy == "tiles")
+    return {"portable": True,
+            "gather": AVX2 and not channels_last,
+            "tiles": VECTOR and channels_last,
+            "tiles_via_copy": VECTOR and not channels_last}[strategy]
 
 
 def _strategy_cases(channels):
@@ -662,7 +661,7 @@ def test_forward_strategies():
     results = {}
     for (i, name), out in zip(calls, forwards([(x, g) for _, x, g in cases]), strict=True):
         results.setdefault(i, {})[name] = np.asarray(out)
-    assert len({name for _, name in calls}) == (4 if AVX2 else 1)
+    assert len({name for _, name in calls}) == (4 if AVX2 else 3 if VECTOR else 1)
     for i, ((dims, mode, padding, align_corners, channels_last), x, grid) in enumerate(cases):
         what = f"{dims}d {mode} {padding} align_corners={align_corners} cl={channels_last}"
         by_name = results[i]
@@ -674,11 +673,9 @@ def test_forward_strategies():
         for name, out in by_name.items():
             np.testing.assert_array_equal(out, by_name["portable"],
                                           err_msg=f"{name} vs portable, {what}")
-    # Refused: a strategy the case's layout excludes (or, without AVX2, any but portable), and
-    # an unknown one.
+    # Refused: a strategy the case's layout excludes (or this CPU lacks), and an unknown one.
     for (_, mode, padding, align_corners, channels_last), x, grid in cases[:2]:
         refused = [name for name in FORWARD_STRATEGIES if not forward_can_take(name, channels_last)]
-        assert len(refused) == ((2 if channels_last else 1) if AVX2 else 3)
         for strategy in [FORWARD_STRATEGIES[name] for name in refused] + [7]:
             with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
                 jax.block_until_ready(native_forward(x, grid, MODES[mode], PADDINGS[padding],
@@ -692,13 +689,10 @@ BACKWARD_STRATEGIES = {"portable": 0, "bilinear_block": 1, "nearest_ranges": 2,
 
 def backward_can_take(strategy, dims, mode, channels_last):
     """strategies.cc's BackwardCanTake for float32 (every plane offset fits int32 here)."""
-    if strategy == "portable":
-        return True
-    if not AVX2:
-        return False
-    return {"bilinear_block": dims == 2 and mode == "bilinear" and not channels_last,
-            "nearest_ranges": mode == "nearest" and not channels_last,
-            "channels_last_avx2": channels_last}[strategy]
+    return {"portable": True,
+            "bilinear_block": AVX2 and dims == 2 and mode == "bilinear" and not channels_last,
+            "nearest_ranges": VECTOR and mode == "nearest" and not channels_last,
+            "channels_last_avx2": AVX2 and channels_last}[strategy]
 
 
 @pytest.mark.skipif(ON_CUDA, reason="CPU strategies")
@@ -732,7 +726,7 @@ def test_backward_strategies():
         entry = results.setdefault(i, {}).setdefault(name, {})
         entry["grid_only" if not mask[0] else "both"] = (
             None if gi is None else np.asarray(gi), np.asarray(gg))
-    assert len({name for _, name, _ in calls}) == (4 if AVX2 else 1)
+    assert len({name for _, name, _ in calls}) == (4 if AVX2 else 2 if VECTOR else 1)
     for i, ((dims, mode, padding, align_corners, channels_last), x, grid) in enumerate(cases):
         what = f"{dims}d {mode} {padding} align_corners={align_corners} cl={channels_last}"
         by_name = results[i]
@@ -824,7 +818,7 @@ def test_nonfinite_and_huge_coordinates(mode, padding, dtype, dims, align_corner
     out_spatial = SPECIAL_OUT_SPATIAL[dims]
     grid = np.stack([points, points[::-1]]).reshape((2,) + out_spatial + (dims,))
     grid = grid.astype(np_dtype)
-    # Two batch elements of 4 channels: float32 takes the AVX2 tile sampler's paths too.
+    # Two batch elements of 4 channels: float32 takes the tile sampler's paths too.
     x = rng.standard_normal((2, 4) + (5, 6, 7)[-dims:]).astype(np_dtype)
     go = rng.standard_normal((2, 4) + out_spatial).astype(np_dtype)
     out = native_forward(x, grid, MODES[mode], PADDINGS[padding], align_corners, channels_last)

@@ -1,8 +1,6 @@
 // The CPU backward's block for 2D bilinear float32, channels first; see
-// bilinear_backward_avx2.h. The grad_input sums and those of full points
-// repeat, operation by operation, the generic block in
-// grid_sample_backward_cpu.cc; the other points' grid gradient does not
-// (the header says how).
+// bilinear_backward_avx2.h. Its sums repeat, operation by operation, those
+// of the generic block in grid_sample_backward_cpu.cc.
 #include "bilinear_backward_avx2.h"
 
 #include <algorithm>
@@ -12,14 +10,18 @@
 #include "../common/grid_sample_math.h"
 #include "grid_sample_avx2.h"
 #include "grid_sample_cpu.h"
-#include "soa_taps_avx2.h"
+#include "soa_taps.h"
 #include "tap_row.h"
+
+#if GS_CPU_HAVE_AVX2_PATH
+#include <immintrin.h>
+#endif
 
 namespace gs_cpu {
 
 #if GS_CPU_HAVE_AVX2_PATH
 
-bool BilinearBackwardBlockFits(const Geometry& g) { return HasAvx2Fma() && Avx2PathFits(g); }
+bool BilinearBackwardBlockFits(const Geometry& g) { return HasAvx2Fma() && FitsInt32Offsets(g); }
 
 namespace {
 
@@ -35,11 +37,11 @@ __attribute__((target("avx2,fma"))) void FillAxes(const Geometry& g,
     constexpr int kPad = static_cast<int>(decltype(pad)::value);
     constexpr bool kAlign = decltype(align)::value;
     AxisSoa<2, gs::kBilinear, kPad, kAlign, Tables::kB, true>(blk.coords, cnt, g.w, t->idx[0],
-                                                               t->w[0], t->dm[0]);
-    AxisSoa<2, gs::kBilinear, kPad, kAlign, Tables::kB, true>(blk.coords + 1, cnt, g.h,
-                                                               t->idx[1], t->w[1], t->dm[1]);
+                                                              t->w[0], t->dm[0]);
+    AxisSoa<2, gs::kBilinear, kPad, kAlign, Tables::kB, true>(blk.coords + 1, cnt, g.h, t->idx[1],
+                                                              t->w[1], t->dm[1]);
   });
-  // Bands lie within [0, h], and h fits in int32 (Avx2PathFits).
+  // Bands lie within [0, h], and h fits in int32 (FitsInt32Offsets).
   const int32_t lo = static_cast<int32_t>(std::clamp<int64_t>(blk.band_lo, 0, g.h));
   const int32_t hi = static_cast<int32_t>(std::clamp<int64_t>(blk.band_hi, 0, g.h));
   for (int j = 0; j < 2; ++j) {
@@ -78,9 +80,9 @@ __attribute__((target("avx2,fma"))) void SortPoints(const Geometry& g, int cnt,
     const __m256i x0 = axis[0][0], x1 = axis[0][1], y0 = axis[1][0], y1 = axis[1][1];
     const __m256i x0_in = _mm256_cmpgt_epi32(x0, minus1), x1_in = _mm256_cmpgt_epi32(x1, minus1);
     const __m256i y0_in = _mm256_cmpgt_epi32(y0, minus1), y1_in = _mm256_cmpgt_epi32(y1, minus1);
-    const __m256i full = _mm256_and_si256(
-        _mm256_and_si256(x0_in, _mm256_cmpeq_epi32(x1, _mm256_add_epi32(x0, one))),
-        _mm256_and_si256(y0_in, y1_in));
+    const __m256i full =
+        _mm256_and_si256(_mm256_and_si256(x0_in, _mm256_cmpeq_epi32(x1, _mm256_add_epi32(x0, one))),
+                         _mm256_and_si256(y0_in, y1_in));
     // Offsets of full points: < plane <= INT32_MAX (the others' are unused).
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(t->row_off[0] + b),
                         _mm256_add_epi32(_mm256_mullo_epi32(y0, width), x0));
@@ -101,11 +103,11 @@ __attribute__((target("avx2,fma"))) void SortPoints(const Geometry& g, int cnt,
     _mm256_store_ps(t->tap_w[b + 6], _mm256_permute2f128_ps(u2, u3, 0x31));
     // Taps in range: (x0 in + x1 in) * (y0 in + y1 in).
     alignas(32) int32_t count[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(count),
-                       _mm256_mullo_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
-                                                           _mm256_add_epi32(x0_in, x1_in)),
-                                          _mm256_sub_epi32(_mm256_setzero_si256(),
-                                                           _mm256_add_epi32(y0_in, y1_in))));
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(count),
+        _mm256_mullo_epi32(
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(x0_in, x1_in)),
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(y0_in, y1_in))));
     const unsigned lanes = cnt - b >= 8 ? 0xFFu : (1u << (cnt - b)) - 1;
     unsigned full_bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(full)));
     unsigned part_bits = ~full_bits & lanes;

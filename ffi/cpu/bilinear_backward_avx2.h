@@ -1,7 +1,7 @@
 // The CPU backward's block of points for 2D bilinear float32 with channels
 // first, in AVX2 + FMA (implementation in bilinear_backward_avx2.cc).
 //
-// Why: with few channels, the generic block (BackwardKernel's `process`)
+// Why: with few channels, the generic block (GenericBlock)
 // spends about as long building its per-point tap tables (FillTaps: 64-bit
 // offsets, weights and weight derivatives of every tap) as using them. This
 // block keeps per-axis tables that vectorize and, per point, only the
@@ -11,12 +11,9 @@
 //
 // It visits the points as the generic block does (those with every tap in
 // range first, then the others by tap count; the same block boundaries,
-// kBilinearBackwardBlock points), so grad_input is bitwise the generic
-// block's, and so is the grid gradient of points with every tap in range.
-// For the others the grid gradient sums each tap over the channels first,
-// as for full points, where the generic block sums tap by tap within each
-// channel (whose dependent chain of adds makes those points much slower
-// than full ones): the same terms, added in another fixed order.
+// kBilinearBackwardBlock points) and sums in its order (per-tap channel
+// sums, folded once per point), so both gradients are bitwise the generic
+// block's.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
 

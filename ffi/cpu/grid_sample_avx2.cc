@@ -17,8 +17,8 @@
 #include "../common/grid_sample_math.h"
 #include "grid_sample_cpu.h"
 #include "lane_mask_avx2.h"
-#include "output_store_avx2.h"
-#include "soa_taps_avx2.h"
+#include "output_store.h"
+#include "soa_taps.h"
 
 namespace gs_cpu {
 
@@ -30,11 +30,6 @@ bool HasAvx2Fma() {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
   return has;
-}
-
-bool Avx2PathFits(const Geometry& g) {
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  return g.plane <= kMax && g.d <= kMax && g.h <= kMax && g.w <= kMax;
 }
 
 bool SamplesPairs(const Geometry& g, int64_t interpolation) {
@@ -341,8 +336,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
   if (cnt16 < cnt8) StoreOutput(dst + cnt16, Dot<false>(pairs, src, rows, st, cnt16), stream);
   if (cnt8 < cnt) {
     // Tail: the tables are padded to a multiple of 8; masked store.
-    _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8),
-                        Dot<false>(pairs, src, rows, st, cnt8));
+    _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8), Dot<false>(pairs, src, rows, st, cnt8));
   }
   return finite;
 }
@@ -388,8 +382,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
 template <int K, int kInterp>
 __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
     const Geometry& g, const float* __restrict input, const float* __restrict grid,
-    float* __restrict output, int64_t n, int64_t p_begin, int64_t p_end,
-    SoaTaps<K, kInterp>* st) {
+    float* __restrict output, int64_t n, int64_t p_begin, int64_t p_end, SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
   const bool stream = StreamsOutput(g);
   const bool pairs = kInterp == gs::kBilinear && SamplesPairs(g, kInterp);
@@ -412,8 +405,8 @@ __attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
 namespace {
 
 template <int K, int kInterp>
-void RunChunk(const Geometry& g, const float* input, const float* grid, float* output,
-              int64_t n, int64_t p_begin, int64_t p_end) {
+void RunChunk(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
+              int64_t p_begin, int64_t p_end) {
   std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
   ForwardChunkAvx2<K, kInterp>(g, input, grid, output, n, p_begin, p_end, st.get());
 }
@@ -436,7 +429,6 @@ void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* 
 // grid_sample_avx2.h and referenced from grid_sample_forward_cpu.cc and the
 // backward files, which compile for every architecture).
 bool HasAvx2Fma() { return false; }
-bool Avx2PathFits(const Geometry&) { return false; }
 bool SamplesPairs(const Geometry&, int64_t) { return false; }
 void ForwardChunkAvx2F32(const Geometry&, int64_t, const float*, const float*, float*, int64_t,
                          int64_t, int64_t) {}
@@ -444,4 +436,3 @@ void ForwardChunkAvx2F32(const Geometry&, int64_t, const float*, const float*, f
 #endif  // GS_CPU_HAVE_AVX2_PATH
 
 }  // namespace gs_cpu
-

@@ -21,7 +21,7 @@
 #include "channels_last_backward.h"
 #include "grid_sample_cpu.h"
 #include "half_precision.h"
-#include "nearest_backward_avx2.h"
+#include "nearest_ranges_backward.h"
 #include "parallel.h"
 #include "strategies.h"
 #include "tap_row.h"
@@ -65,7 +65,7 @@ BackwardPlan PlanBands(const Geometry& g, int taps_per_axis, int64_t coord_bytes
 }
 
 // The plan of the nearest tasks that own ranges of plane elements
-// (nearest_backward_avx2.h), from the band plan `p`: NearestStagingRanges(g)
+// (nearest_ranges_backward.h), from the band plan `p`: NearestStagingRanges(g)
 // ranges, but 2 rather than a single task where the band plan has bands
 // (enough points). Channel blocks of a multiple of 8, up to kTargetTasks
 // tasks.
@@ -393,7 +393,7 @@ void ReduceGridPartials(ffi::ThreadPool& pool, const Geometry& g, const Backward
   });
 }
 
-// Nearest float32 by ranges of plane elements (nearest_backward_avx2.h):
+// Nearest float32 by ranges of plane elements (nearest_ranges_backward.h):
 // grad_input only (nearest has no grid gradient).
 template <int K>
 void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const BackwardPlan& plan,
@@ -409,8 +409,8 @@ void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const Backw
     ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
       const int64_t n = chunk / chunks_per_n;
       const int64_t p_begin = (chunk % chunks_per_n) * kOffsetChunk;
-      NearestTapOffsetsAvx2F32<K>(g, a.grid, n, p_begin, std::min(points, p_begin + kOffsetChunk),
-                                  offsets.get());
+      NearestTapOffsetsF32<K>(g, a.grid, n, p_begin, std::min(points, p_begin + kOffsetChunk),
+                              offsets.get());
     });
   }
   ParallelFor(pool, g.n * plan.nblocks * bands, [&](int64_t task) {
@@ -426,7 +426,7 @@ void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const Backw
                                 offsets.get(),
                                 a.grad_out,
                                 a.grad_input};
-    NearestBackwardTaskAvx2F32<K>(g, t);
+    NearestRangesTaskF32<K>(g, t);
   });
 }
 

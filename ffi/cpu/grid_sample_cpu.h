@@ -33,6 +33,16 @@
 #else
 #define GS_CPU_NOINLINE
 #endif
+// The target of the vector kernels (vec8.h): AVX2 + FMA on x86-64, where
+// they run only once HasAvx2Fma() said so; the baseline elsewhere (aarch64:
+// NEON, whose fused multiply-add every core has).
+#if GS_CPU_HAVE_AVX2_PATH
+#define GS_CPU_VECTOR __attribute__((target("avx2,fma")))
+#define GS_CPU_VECTOR_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#else
+#define GS_CPU_VECTOR
+#define GS_CPU_VECTOR_INLINE inline
+#endif
 
 namespace gs_cpu {
 
@@ -41,8 +51,21 @@ namespace ffi = xla::ffi;
 // Whether this CPU has AVX2 and FMA (false on other architectures).
 bool HasAvx2Fma();
 
-// "avx2" or "baseline": the instruction set the float32 kernels use here.
-inline const char* KernelInstructionSet() { return HasAvx2Fma() ? "avx2" : "baseline"; }
+// Whether the vector kernels (vec8.h) run here: x86-64 with AVX2 + FMA, or
+// aarch64.
+inline bool HasVectorKernels() {
+#if defined(__aarch64__)
+  return true;
+#else
+  return HasAvx2Fma();
+#endif
+}
+
+// "avx2", "neon" or "baseline": the instruction set the float32 kernels use
+// here.
+inline const char* KernelInstructionSet() {
+  return HasAvx2Fma() ? "avx2" : HasVectorKernels() ? "neon" : "baseline";
+}
 
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F16>, gs::F16Format::Storage>);
 static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::BF16>, gs::BF16Format::Storage>);
@@ -55,6 +78,13 @@ inline constexpr const char* kPlatform = "cpu";
 using gs_ffi::DimsToString;
 using gs_ffi::DTypeName;
 using gs_ffi::Geometry;
+
+// Whether every plane offset and axis size of g fits int32 (the vector
+// kernels' tables).
+inline bool FitsInt32Offsets(const Geometry& g) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  return g.plane <= kMax && g.d <= kMax && g.h <= kMax && g.w <= kMax;
+}
 
 inline ffi::Error InvalidArgument(const std::string& msg) {
   return gs_ffi::InvalidArgument(kPlatform, msg);

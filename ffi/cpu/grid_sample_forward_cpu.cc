@@ -18,52 +18,11 @@
 #include "half_precision.h"
 #include "parallel.h"
 #include "strategies.h"
+#include "tile_sampler.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_cpu {
 namespace {
-
-// A batch element per task where the pairs or the tile sampler read whole
-// planes at random and that keeps the threads busy (each core's cache then
-// holds its own element's pixels), else chunks of points.
-int64_t Avx2PointsPerTask(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
-                          ForwardStrategy strategy) {
-  const bool whole = (strategy == ForwardStrategy::kTiles || SamplesPairs(g, interpolation)) &&
-                     ElementsKeepThreadsBusy(pool.num_threads(), g);
-  const int taps = gs::TapsPerPoint(g.k, static_cast<int>(interpolation));
-  return whole ? g.points : PointsPerChunk(g.points, g.c, taps, BlockPoints(taps));
-}
-
-// The float32 AVX2 strategies (grid_sample_avx2.h).
-void ForwardAvx2(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
-                 ForwardStrategy strategy, const float* input, const float* grid, float* output) {
-  if (strategy == ForwardStrategy::kTilesViaCopy) {
-    // One task per batch element copies it into a buffer of its own, which
-    // stays in the core's cache, and samples all of its points from there.
-    const int64_t floats = ViaChannelsLastBufferFloats(g);
-    ParallelFor(pool, g.n, [&](int64_t n) {
-      std::unique_ptr<float[]> buffer(new (std::nothrow) float[floats]);
-      if (buffer != nullptr) {
-        ForwardViaChannelsLastAvx2F32(g, interpolation, input, grid, output, n, buffer.get());
-      } else {  // no memory for the copy: the gather strategy (the same results)
-        ForwardChunkAvx2F32(g, interpolation, input, grid, output, n, 0, g.points);
-      }
-    });
-    return;
-  }
-  const int64_t per_task = Avx2PointsPerTask(pool, g, interpolation, strategy);
-  const int64_t tasks_per_n = CeilDiv(g.points, per_task);
-  ParallelFor(pool, g.n * tasks_per_n, [&](int64_t task) {
-    const int64_t n = task / tasks_per_n;
-    const int64_t p_begin = (task % tasks_per_n) * per_task;
-    const int64_t p_end = std::min(g.points, p_begin + per_task);
-    if (strategy == ForwardStrategy::kTiles) {
-      ForwardChannelsLastChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
-    } else {
-      ForwardChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
-    }
-  });
-}
 
 // The value of one output element from the input at its taps, value(t)
 // (asked for taps in range only), in the forward's one summation order,
@@ -137,6 +96,19 @@ __attribute__((target("avx2,fma"))) void PortableChunkAvx2(const Geometry& g, co
 }
 #endif
 
+// The portable strategy on points [p_begin, p_end) of batch element n.
+template <typename T, int K, int kInterp, bool kChannelsLast>
+void RunPortableChunk(const Geometry& g, const T* input, const T* grid, T* output, int64_t n,
+                      int64_t p_begin, int64_t p_end) {
+#if GS_CPU_HAVE_AVX2_PATH
+  if (HasAvx2Fma()) {
+    return PortableChunkAvx2<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin,
+                                                           p_end);
+  }
+#endif
+  PortableChunk<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin, p_end);
+}
+
 template <typename T, int K, int kInterp, bool kChannelsLast>
 void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g, const T* input, const T* grid,
                      T* output) {
@@ -147,13 +119,52 @@ void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g, const T* input, c
     const int64_t n = chunk / chunks_per_n;
     const int64_t p_begin = (chunk % chunks_per_n) * per_chunk;
     const int64_t p_end = std::min(g.points, p_begin + per_chunk);
-#if GS_CPU_HAVE_AVX2_PATH
-    if (HasAvx2Fma()) {
-      return PortableChunkAvx2<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin,
-                                                             p_end);
+    RunPortableChunk<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin, p_end);
+  });
+}
+
+// A batch element per task where the pairs or the tile sampler read whole
+// planes at random and that keeps the threads busy (each core's cache then
+// holds its own element's pixels), else chunks of points.
+int64_t VectorPointsPerTask(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                            ForwardStrategy strategy) {
+  const bool whole = (strategy == ForwardStrategy::kTiles || SamplesPairs(g, interpolation)) &&
+                     ElementsKeepThreadsBusy(pool.num_threads(), g);
+  const int taps = gs::TapsPerPoint(g.k, static_cast<int>(interpolation));
+  return whole ? g.points : PointsPerChunk(g.points, g.c, taps, BlockPoints(taps));
+}
+
+// The float32 vector strategies (tile_sampler.h, grid_sample_avx2.h).
+void ForwardVector(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                   ForwardStrategy strategy, const float* input, const float* grid, float* output) {
+  if (strategy == ForwardStrategy::kTilesViaCopy) {
+    // One task per batch element copies it into a buffer of its own, which
+    // stays in the core's cache, and samples all of its points from there.
+    const int64_t floats = ViaChannelsLastBufferFloats(g);
+    ParallelFor(pool, g.n, [&](int64_t n) {
+      std::unique_ptr<float[]> buffer(new (std::nothrow) float[floats]);
+      if (buffer != nullptr) {
+        ForwardTilesViaCopyF32(g, interpolation, input, grid, output, n, buffer.get());
+      } else {  // no memory for the copy: the portable strategy (the same results)
+        DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
+          RunPortableChunk<float, decltype(k)::value, decltype(interp)::value, false>(
+              g, input, grid, output, n, 0, g.points);
+        });
+      }
+    });
+    return;
+  }
+  const int64_t per_task = VectorPointsPerTask(pool, g, interpolation, strategy);
+  const int64_t tasks_per_n = CeilDiv(g.points, per_task);
+  ParallelFor(pool, g.n * tasks_per_n, [&](int64_t task) {
+    const int64_t n = task / tasks_per_n;
+    const int64_t p_begin = (task % tasks_per_n) * per_task;
+    const int64_t p_end = std::min(g.points, p_begin + per_task);
+    if (strategy == ForwardStrategy::kTiles) {
+      ForwardTilesF32(g, interpolation, input, grid, output, n, p_begin, p_end);
+    } else {
+      ForwardChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
     }
-#endif
-    PortableChunk<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin, p_end);
   });
 }
 
@@ -163,8 +174,8 @@ ffi::Error ForwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType 
                         const void* grid, void* output) {
   if (g.n == 0 || g.c == 0 || g.points == 0) return ffi::Error::Success();
   if (strategy != ForwardStrategy::kPortable) {
-    ForwardAvx2(pool, g, interpolation, strategy, static_cast<const float*>(input),
-                static_cast<const float*>(grid), static_cast<float*>(output));
+    ForwardVector(pool, g, interpolation, strategy, static_cast<const float*>(input),
+                  static_cast<const float*>(grid), static_cast<float*>(output));
     return ffi::Error::Success();
   }
   return Dispatch(dt, g.k, interpolation, g.channels_last,

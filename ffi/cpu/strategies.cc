@@ -6,15 +6,19 @@
 
 #include "grid_sample_avx2.h"
 #include "grid_sample_cpu.h"
-#include "nearest_backward_avx2.h"
+#include "nearest_ranges_backward.h"
+#include "tile_sampler.h"
 
 namespace gs_cpu {
 namespace {
 
-// Float32 with AVX2 + FMA and int32 plane offsets.
-bool Avx2Takes(const Geometry& g, ffi::DataType dt) {
-  return dt == ffi::DataType::F32 && HasAvx2Fma() && Avx2PathFits(g);
+// Float32 with the vector kernels (vec8.h) and int32 plane offsets.
+bool VectorTakes(const Geometry& g, ffi::DataType dt) {
+  return dt == ffi::DataType::F32 && HasVectorKernels() && FitsInt32Offsets(g);
 }
+
+// The same, and AVX2 + FMA (the strategies written in its intrinsics).
+bool Avx2Takes(const Geometry& g, ffi::DataType dt) { return VectorTakes(g, dt) && HasAvx2Fma(); }
 
 // The largest channels-last copy of a batch element kTilesViaCopy makes
 // when chosen: it should stay in a core's cache.
@@ -26,15 +30,15 @@ bool ForwardCanTake(ForwardStrategy strategy, const Geometry& g, ffi::DataType d
   switch (strategy) {
     case ForwardStrategy::kPortable: return true;
     case ForwardStrategy::kGather: return Avx2Takes(g, dt) && !g.channels_last;
-    case ForwardStrategy::kTiles: return Avx2Takes(g, dt) && g.channels_last;
-    case ForwardStrategy::kTilesViaCopy: return Avx2Takes(g, dt) && !g.channels_last;
+    case ForwardStrategy::kTiles: return VectorTakes(g, dt) && g.channels_last;
+    case ForwardStrategy::kTilesViaCopy: return VectorTakes(g, dt) && !g.channels_last;
     default: return false;
   }
 }
 
 ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t interpolation,
                               int64_t threads) {
-  if (!Avx2Takes(g, dt)) return ForwardStrategy::kPortable;
+  if (!VectorTakes(g, dt)) return ForwardStrategy::kPortable;
   if (g.channels_last) return ForwardStrategy::kTiles;
   // The copy takes one task per batch element: only where that keeps the
   // threads busy.
@@ -42,7 +46,7 @@ ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t inter
       ViaChannelsLastBufferFloats(g) * 4 <= kMaxCopyBytes) {
     return ForwardStrategy::kTilesViaCopy;
   }
-  return ForwardStrategy::kGather;
+  return HasAvx2Fma() ? ForwardStrategy::kGather : ForwardStrategy::kPortable;
 }
 
 // The error of a strategy that cannot take the call.
@@ -73,19 +77,20 @@ bool BackwardCanTake(BackwardStrategy strategy, const Geometry& g, ffi::DataType
     case BackwardStrategy::kBilinearBlock:
       return Avx2Takes(g, dt) && g.k == 2 && interpolation == gs::kBilinear && !g.channels_last;
     case BackwardStrategy::kNearestRanges:
-      return Avx2Takes(g, dt) && interpolation == gs::kNearest && !g.channels_last;
+      return VectorTakes(g, dt) && interpolation == gs::kNearest && !g.channels_last;
     case BackwardStrategy::kChannelsLastAvx2: return Avx2Takes(g, dt) && g.channels_last;
     default: return false;
   }
 }
 
 BackwardStrategy ChooseBackward(const Geometry& g, ffi::DataType dt, int64_t interpolation) {
-  if (!Avx2Takes(g, dt)) return BackwardStrategy::kPortable;
+  if (!VectorTakes(g, dt)) return BackwardStrategy::kPortable;
   // Each range's task reads all the points' grad_output: more than two
   // ranges (planes whose 8 channels overflow the staging copy) do not pay.
   if (interpolation == gs::kNearest && !g.channels_last && NearestStagingRanges(g) <= 2) {
     return BackwardStrategy::kNearestRanges;
   }
+  if (!HasAvx2Fma()) return BackwardStrategy::kPortable;
   if (BackwardCanTake(BackwardStrategy::kBilinearBlock, g, dt, interpolation)) {
     return BackwardStrategy::kBilinearBlock;
   }

@@ -1,5 +1,6 @@
-// Struct-of-arrays tap tables of a block of points for the AVX2 forward
-// paths (grid_sample_avx2.cc, grid_sample_avx2_tiles.cc).
+// Struct-of-arrays tap tables of a block of points for the vector kernels
+// (grid_sample_avx2.cc, tile_sampler.cc, the nearest backward), compiled
+// with their target (GS_CPU_VECTOR).
 //
 // Per axis: tap index (or -1) and weight of each point; per tap: int32
 // offset into one input plane (-1 when out of range) and the product weight
@@ -7,8 +8,8 @@
 // The per-axis loops call gs::ComputeAxisTaps with int32 indices and are
 // vectorized across points (GCC: -fno-trapping-math -fno-tree-pre
 // -fno-thread-jumps, set for every CPU source).
-#ifndef JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_AVX2_H_
-#define JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_AVX2_H_
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -16,9 +17,6 @@
 
 #include "../common/grid_sample_math.h"
 #include "grid_sample_cpu.h"
-
-#if GS_CPU_HAVE_AVX2_PATH
-#include <immintrin.h>
 
 namespace gs_cpu {
 
@@ -75,8 +73,7 @@ GS_CPU_INLINE void AxisSoaLoop(const float* __restrict coord, int cnt, int64_t s
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   for (int b = 0; b < cnt; ++b) {
     gs::AxisTaps<float, kT1, int32_t> t;
-    gs::ComputeAxisTaps<kInterp, float, int32_t, kModerate>(coord[b * K], size, kPad, kAlign,
-                                                            &t);
+    gs::ComputeAxisTaps<kInterp, float, int32_t, kModerate>(coord[b * K], size, kPad, kAlign, &t);
     for (int i = 0; i < kT1; ++i) {
       ix[i][b] = t.idx[i];
       wx[i][b] = t.w[i];
@@ -86,11 +83,10 @@ GS_CPU_INLINE void AxisSoaLoop(const float* __restrict coord, int cnt, int64_t s
 }
 
 template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
-__attribute__((target("avx2,fma"), flatten)) void AxisSoa(const float* __restrict coord,
-                                                          int cnt, int64_t size,
-                                                          int32_t (*__restrict ix)[kB],
-                                                          float (*__restrict wx)[kB],
-                                                          float* __restrict dm = nullptr) {
+GS_CPU_VECTOR __attribute__((flatten)) void AxisSoa(const float* __restrict coord, int cnt,
+                                                    int64_t size, int32_t (*__restrict ix)[kB],
+                                                    float (*__restrict wx)[kB],
+                                                    float* __restrict dm = nullptr) {
   // Reflection needs a library fmod for huge coordinates, which keeps the
   // loop scalar; blocks without any take the vectorizable form.
   bool moderate = true;
@@ -122,9 +118,8 @@ GS_CPU_INLINE bool AxesModerate(const float* __restrict grid, int cnt, const int
 // -1), in one pass over the points (the per-axis tables are not needed).
 // The same gs::ComputeAxisTaps calls as AxisSoaLoop, so the same offsets.
 template <int K, int kPad, bool kAlign, bool kModerate>
-GS_CPU_INLINE void NearestOffsetsLoop(const float* __restrict grid, int cnt,
-                                      const int64_t* sizes, int32_t* __restrict off,
-                                      int32_t* __restrict off_safe) {
+GS_CPU_INLINE void NearestOffsetsLoop(const float* __restrict grid, int cnt, const int64_t* sizes,
+                                      int32_t* __restrict off, int32_t* __restrict off_safe) {
   const int32_t w32 = static_cast<int32_t>(sizes[0]);
   const int32_t h32 = static_cast<int32_t>(sizes[1]);
   for (int b = 0; b < cnt; ++b) {
@@ -134,8 +129,8 @@ GS_CPU_INLINE void NearestOffsetsLoop(const float* __restrict grid, int cnt,
 #pragma GCC unroll 3
     for (int a = 0; a < K; ++a) {
       gs::AxisTaps<float, 1, int32_t> t;
-      gs::ComputeAxisTaps<gs::kNearest, float, int32_t, kModerate>(grid[b * K + a], sizes[a],
-                                                                    kPad, kAlign, &t);
+      gs::ComputeAxisTaps<gs::kNearest, float, int32_t, kModerate>(grid[b * K + a], sizes[a], kPad,
+                                                                   kAlign, &t);
       idx[a] = t.idx[0];
       valid = valid & (t.idx[0] >= 0);
     }
@@ -150,10 +145,10 @@ GS_CPU_INLINE void NearestOffsetsLoop(const float* __restrict grid, int cnt,
 // NearestOffsetsLoop for a block, reflection's coordinates checked first
 // (see AxisSoa).
 template <int K, int kPad, bool kAlign>
-__attribute__((target("avx2,fma"), flatten)) void NearestOffsets(const float* __restrict grid,
-                                                                 int cnt, const int64_t* sizes,
-                                                                 int32_t* __restrict off,
-                                                                 int32_t* __restrict off_safe) {
+GS_CPU_VECTOR __attribute__((flatten)) void NearestOffsets(const float* __restrict grid, int cnt,
+                                                           const int64_t* sizes,
+                                                           int32_t* __restrict off,
+                                                           int32_t* __restrict off_safe) {
   if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
     return NearestOffsetsLoop<K, kPad, kAlign, true>(grid, cnt, sizes, off, off_safe);
   }
@@ -197,8 +192,8 @@ GS_CPU_INLINE void PairAxesLoop(const float* __restrict grid, int cnt, const int
 #pragma GCC unroll 3
     for (int a = 0; a < K; ++a) {
       gs::AxisTaps<float, 2, int32_t> t;
-      gs::ComputeAxisTaps<gs::kBilinear, float, int32_t, kModerate>(grid[b * K + a], sizes[a],
-                                                                     kPad, kAlign, &t);
+      gs::ComputeAxisTaps<gs::kBilinear, float, int32_t, kModerate>(grid[b * K + a], sizes[a], kPad,
+                                                                    kAlign, &t);
       const bool in0 = t.idx[0] >= 0, in1 = t.idx[1] >= 0;
       const int32_t last = static_cast<int32_t>(sizes[a]) - 2;
       base[a] = in0 ? std::min(t.idx[0], last) : 0;
@@ -221,9 +216,11 @@ GS_CPU_INLINE void PairAxesLoop(const float* __restrict grid, int cnt, const int
 }
 
 template <int K, int kPad, bool kAlign, int kB, bool kIndices>
-__attribute__((target("avx2,fma"), flatten)) void PairAxes(
-    const float* __restrict grid, int cnt, const int64_t* sizes, int32_t (*__restrict ix)[2][kB],
-    float (*__restrict pw)[2][kB], int32_t* __restrict off) {
+GS_CPU_VECTOR __attribute__((flatten)) void PairAxes(const float* __restrict grid, int cnt,
+                                                     const int64_t* sizes,
+                                                     int32_t (*__restrict ix)[2][kB],
+                                                     float (*__restrict pw)[2][kB],
+                                                     int32_t* __restrict off) {
   if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
     PairAxesLoop<K, kPad, kAlign, kB, kIndices, true>(grid, cnt, sizes, ix, pw, off);
   } else {
@@ -264,9 +261,8 @@ void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
 // Nearest fills only its per-tap tables (FillNearestOffsets); the bilinear
 // pair sampler has its own (FillPairAxes).
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict grid, int cnt,
-                                                     const Geometry& g,
-                                                     SoaTaps<K, kInterp>* __restrict st) {
+GS_CPU_VECTOR void FillSoaTaps(const float* __restrict grid, int cnt, const Geometry& g,
+                               SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
   constexpr int kT1 = ST::kT1;
   if constexpr (kInterp == gs::kNearest) {
@@ -331,5 +327,4 @@ __attribute__((target("avx2,fma"))) void FillSoaTaps(const float* __restrict gri
 
 }  // namespace gs_cpu
 
-#endif  // GS_CPU_HAVE_AVX2_PATH
-#endif  // JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_AVX2_H_
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_SOA_TAPS_H_

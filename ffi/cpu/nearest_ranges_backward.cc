@@ -1,6 +1,6 @@
 // The CPU backward tasks for nearest float32, channels first; see
-// nearest_backward_avx2.h.
-#include "nearest_backward_avx2.h"
+// nearest_ranges_backward.h.
+#include "nearest_ranges_backward.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,17 +9,14 @@
 #include "../common/grid_sample_math.h"
 #include "grid_sample_avx2.h"
 #include "grid_sample_cpu.h"
-#include "lane_mask_avx2.h"
-#include "output_store_avx2.h"
-#include "soa_taps_avx2.h"
-#include "transpose_avx2.h"
+#include "output_store.h"
+#include "soa_taps.h"
+#include "vec8.h"
 
 namespace gs_cpu {
 
-#if GS_CPU_HAVE_AVX2_PATH
-
 int64_t NearestStagingRanges(const Geometry& g) {
-  if (!HasAvx2Fma() || !Avx2PathFits(g)) return 0;
+  if (!HasVectorKernels() || !FitsInt32Offsets(g)) return 0;
   return std::max<int64_t>(1, CeilDiv(g.plane * int64_t{8 * sizeof(float)}, kNearestStagingBytes));
 }
 
@@ -49,20 +46,18 @@ struct Pass {
 // start): an element of the pass's range goes to its own, any other (-1,
 // out of range, included) to its lane's spare one. False when none lies in
 // the range.
-__attribute__((target("avx2,fma"), always_inline)) inline bool StagingSlots(const int32_t* elem,
-                                                                             const Pass& p,
-                                                                             int32_t* slot) {
-  const __m256i rel = _mm256_sub_epi32(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(elem)),
-      _mm256_set1_epi32(static_cast<int32_t>(p.s_begin)));
-  const __m256i in_span =
-      _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), rel),
-                          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(p.span)), rel));
-  const __m256i spare = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(p.span)),
-                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(slot),
-                      _mm256_blendv_epi8(spare, rel, in_span));
-  return _mm256_movemask_ps(_mm256_castsi256_ps(in_span)) != 0;
+GS_CPU_VECTOR_INLINE bool StagingSlots(const int32_t* elem, const Pass& p, int32_t* slot) {
+  I8 rel;
+  std::memcpy(&rel, elem, sizeof rel);
+  rel -= static_cast<int32_t>(p.s_begin);
+  const int32_t span = static_cast<int32_t>(p.span);
+  const I8 in_span = (rel >= 0) & (rel < span);
+  const I8 spare = span + I8{0, 1, 2, 3, 4, 5, 6, 7};
+  const I8 chosen = in_span ? rel : spare;
+  std::memcpy(slot, &chosen, sizeof chosen);
+  int any = 0;
+  for (int i = 0; i < 8; ++i) any |= in_span[i];
+  return any != 0;
 }
 
 // Adds the grad_output of `cnt` consecutive points from p0, 8 channels at a
@@ -72,8 +67,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool StagingSlots(cons
 // the pass's range are added.
 // Channels outer: the loads follow 8 rows at a time, which costs less than
 // following all the task's rows at once.
-__attribute__((target("avx2,fma"))) void AddPoints(const Geometry& g, const Pass& p, int64_t p0,
-                                                   int cnt, const int32_t* elem) {
+GS_CPU_VECTOR void AddPoints(const Geometry& g, const Pass& p, int64_t p0, int cnt,
+                             const int32_t* elem) {
   const int64_t points = g.points;
   for (int64_t c0 = 0; c0 < p.rows; c0 += 8) {
     const int64_t n_rows = std::min<int64_t>(8, p.rows - c0);
@@ -90,21 +85,16 @@ __attribute__((target("avx2,fma"))) void AddPoints(const Geometry& g, const Pass
       }
       alignas(32) int32_t slot[8];
       if (!StagingSlots(e, p, slot)) continue;
-      const __m256i lanes = FirstLanes(cnt - b0);
-      __m256 in[8], out[8];
+      F8 in[8], out[8];
       for (int r = 0; r < 8; ++r) {
         const float* src = go + r * points + b0;
-        if ((b0 & 15) == 0 && r < n_rows) {
-          _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchFloats), _MM_HINT_T0);
-        }
-        in[r] = r >= n_rows ? _mm256_setzero_ps()
-                : whole     ? _mm256_loadu_ps(src)
-                            : _mm256_maskload_ps(src, lanes);
+        if ((b0 & 15) == 0 && r < n_rows) __builtin_prefetch(src + kPrefetchFloats);
+        in[r] = r >= n_rows ? F8{} : whole ? Load8(src) : LoadFirst(src, cnt - b0);
       }
       Transpose8x8(in, out);
       for (int k = 0; k < 8; ++k) {
         float* dst = staging + int64_t{slot[k]} * 8;
-        _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_loadu_ps(dst), out[k]));
+        Store8(dst, Load8(dst) + out[k]);
       }
     }
   }
@@ -113,18 +103,17 @@ __attribute__((target("avx2,fma"))) void AddPoints(const Geometry& g, const Pass
 // The pass's staging -> its range of its `rows` planes of grad_input (gi:
 // element s_begin of the first plane): 16 elements of 8 planes at a time,
 // so that each plane's row gets whole 64-byte lines (streamed when `stream`
-// and aligned, see output_store_avx2.h).
-__attribute__((target("avx2,fma"))) void WritePlanes(const Pass& p, int64_t plane, float* gi,
-                                                     bool stream) {
+// and aligned, see output_store.h).
+GS_CPU_VECTOR void WritePlanes(const Pass& p, int64_t plane, float* gi, bool stream) {
   const int64_t span = p.span, span16 = span / 16 * 16;
   for (int64_t c0 = 0; c0 < p.rows; c0 += 8) {
     const int64_t n_rows = std::min<int64_t>(8, p.rows - c0);
     const float* staging = p.staging + c0 * p.Stride();
     for (int64_t s = 0; s < span16; s += 16) {
-      __m256 in[8], lo[8], hi[8];
-      for (int r = 0; r < 8; ++r) in[r] = _mm256_loadu_ps(staging + (s + r) * 8);
+      F8 in[8], lo[8], hi[8];
+      for (int r = 0; r < 8; ++r) in[r] = Load8(staging + (s + r) * 8);
       Transpose8x8(in, lo);
-      for (int r = 0; r < 8; ++r) in[r] = _mm256_loadu_ps(staging + (s + 8 + r) * 8);
+      for (int r = 0; r < 8; ++r) in[r] = Load8(staging + (s + 8 + r) * 8);
       Transpose8x8(in, hi);
       for (int k = 0; k < n_rows; ++k) {
         float* dst = gi + (c0 + k) * plane + s;
@@ -142,8 +131,7 @@ __attribute__((target("avx2,fma"))) void WritePlanes(const Pass& p, int64_t plan
 }  // namespace
 
 template <int K>
-__attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
-    const Geometry& g, const NearestBackwardTask& t) {
+GS_CPU_VECTOR void NearestRangesTaskF32(const Geometry& g, const NearestBackwardTask& t) {
   using ST = SoaTaps<K, gs::kNearest>;
   const int64_t plane = g.plane, points = g.points, span = t.s_end - t.s_begin;
   if (span <= 0 || t.c_end <= t.c_begin) return;
@@ -158,8 +146,7 @@ __attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
   const bool stream = StreamsRuns(plane, g.n * g.c * plane);
   for (int64_t c_pass = t.c_begin; c_pass < t.c_end; c_pass += per_pass) {
     const int64_t rows = std::min(per_pass, t.c_end - c_pass);
-    const Pass p{t.grad_out + (t.n * g.c + c_pass) * points, rows, staging.get(), t.s_begin,
-                 span};
+    const Pass p{t.grad_out + (t.n * g.c + c_pass) * points, rows, staging.get(), t.s_begin, span};
     std::fill(p.staging, p.staging + p.Stride() * RoundUp8(rows), 0.f);
     // The points' taps, precomputed or by the forward's index math (the
     // generic block's taps either way).
@@ -176,14 +163,12 @@ __attribute__((target("avx2,fma"))) void NearestBackwardTaskAvx2F32(
   }
 }
 
-template void NearestBackwardTaskAvx2F32<2>(const Geometry&, const NearestBackwardTask&);
-template void NearestBackwardTaskAvx2F32<3>(const Geometry&, const NearestBackwardTask&);
+template void NearestRangesTaskF32<2>(const Geometry&, const NearestBackwardTask&);
+template void NearestRangesTaskF32<3>(const Geometry&, const NearestBackwardTask&);
 
 template <int K>
-__attribute__((target("avx2,fma"))) void NearestTapOffsetsAvx2F32(const Geometry& g,
-                                                                  const float* grid, int64_t n,
-                                                                  int64_t p_begin, int64_t p_end,
-                                                                  int32_t* offsets) {
+GS_CPU_VECTOR void NearestTapOffsetsF32(const Geometry& g, const float* grid, int64_t n,
+                                        int64_t p_begin, int64_t p_end, int32_t* offsets) {
   using ST = SoaTaps<K, gs::kNearest>;
   std::unique_ptr<ST> st(new ST);
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
@@ -193,26 +178,9 @@ __attribute__((target("avx2,fma"))) void NearestTapOffsetsAvx2F32(const Geometry
   }
 }
 
-template void NearestTapOffsetsAvx2F32<2>(const Geometry&, const float*, int64_t, int64_t,
-                                          int64_t, int32_t*);
-template void NearestTapOffsetsAvx2F32<3>(const Geometry&, const float*, int64_t, int64_t,
-                                          int64_t, int32_t*);
-
-#else  // !GS_CPU_HAVE_AVX2_PATH
-
-int64_t NearestStagingRanges(const Geometry&) { return 0; }
-template <int K>
-void NearestBackwardTaskAvx2F32(const Geometry&, const NearestBackwardTask&) {}
-template void NearestBackwardTaskAvx2F32<2>(const Geometry&, const NearestBackwardTask&);
-template void NearestBackwardTaskAvx2F32<3>(const Geometry&, const NearestBackwardTask&);
-template <int K>
-void NearestTapOffsetsAvx2F32(const Geometry&, const float*, int64_t, int64_t, int64_t,
-                              int32_t*) {}
-template void NearestTapOffsetsAvx2F32<2>(const Geometry&, const float*, int64_t, int64_t,
-                                          int64_t, int32_t*);
-template void NearestTapOffsetsAvx2F32<3>(const Geometry&, const float*, int64_t, int64_t,
-                                          int64_t, int32_t*);
-
-#endif  // GS_CPU_HAVE_AVX2_PATH
+template void NearestTapOffsetsF32<2>(const Geometry&, const float*, int64_t, int64_t, int64_t,
+                                      int32_t*);
+template void NearestTapOffsetsF32<3>(const Geometry&, const float*, int64_t, int64_t, int64_t,
+                                      int32_t*);
 
 }  // namespace gs_cpu

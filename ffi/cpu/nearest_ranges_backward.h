@@ -1,5 +1,5 @@
-// The CPU backward's grad_input for nearest float32, in AVX2
-// (implementation in nearest_backward_avx2.cc): backward tasks that
+// The CPU backward's grad_input for nearest float32 in vector code (vec8.h;
+// implementation in nearest_ranges_backward.cc): backward tasks that
 // own a range of plane elements (the whole plane, or one of a few ranges
 // when 8 channels of the plane would not fit the staging copy, or to make
 // enough tasks) for a block of channels, and read all their batch
@@ -7,7 +7,7 @@
 //
 // Why: a nearest point adds its grad_output value to one input element per
 // channel. Channels first, those elements lie a plane apart, so the generic
-// block (BackwardKernel's `process`) does one scalar load-add-store per
+// block (GenericBlock) does one scalar load-add-store per
 // point and channel, into planes that do not all fit in L1: most of a 2D
 // nearest forward-plus-backward. This task sums into a staging copy of its
 // range, per group of 8 channels a range of 8-float vectors (in passes of
@@ -22,8 +22,8 @@
 // Each element gets the same values as from the generic block, added in
 // the same order (point order), so grad_input is bitwise the generic
 // block's: a nearest tap's weight is 1, and v + g * 1 is v + g.
-#ifndef JAX_GRIDSAMPLE_FFI_CPU_NEAREST_BACKWARD_AVX2_H_
-#define JAX_GRIDSAMPLE_FFI_CPU_NEAREST_BACKWARD_AVX2_H_
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_NEAREST_RANGES_BACKWARD_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_NEAREST_RANGES_BACKWARD_H_
 
 #include <cstdint>
 
@@ -50,7 +50,7 @@ inline int64_t NearestRangeStart(int64_t r, int64_t ranges, int64_t plane) {
 // Elements [s_begin, s_end) of the planes of channels [c_begin, c_end) of
 // batch element n (channels first), from all its points: writes that part
 // of grad_input. offsets: the points' tap offsets from
-// NearestTapOffsetsAvx2F32 (element n * points on), or nullptr to compute
+// NearestTapOffsetsF32 (element n * points on), or nullptr to compute
 // them in the task.
 struct NearestBackwardTask {
   int64_t n, c_begin, c_end, s_begin, s_end;
@@ -60,14 +60,14 @@ struct NearestBackwardTask {
   float* grad_input;
 };
 template <int K>
-void NearestBackwardTaskAvx2F32(const Geometry& g, const NearestBackwardTask& task);
+void NearestRangesTaskF32(const Geometry& g, const NearestBackwardTask& task);
 
 // The plane element of the tap of points [p_begin, p_end) of batch element
 // n, -1 out of range, into offsets[n * points + p]: computed once for all
 // the tasks of a batch element where it has several.
 template <int K>
-void NearestTapOffsetsAvx2F32(const Geometry& g, const float* grid, int64_t n, int64_t p_begin,
-                              int64_t p_end, int32_t* offsets);
+void NearestTapOffsetsF32(const Geometry& g, const float* grid, int64_t n, int64_t p_begin,
+                          int64_t p_end, int32_t* offsets);
 }  // namespace gs_cpu
 
-#endif  // JAX_GRIDSAMPLE_FFI_CPU_NEAREST_BACKWARD_AVX2_H_
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_NEAREST_RANGES_BACKWARD_H_

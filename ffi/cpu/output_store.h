@@ -1,4 +1,4 @@
-// Forward output stores of the AVX2 paths: ordinary, or non-temporal for
+// Forward output stores of the vector kernels: ordinary, or non-temporal for
 // large outputs.
 //
 // An ordinary store to a line that is not in the cache first reads that line
@@ -8,15 +8,17 @@
 // that read is wasted traffic: non-temporal stores write the lines without
 // reading them. Outputs smaller than a core's L2 keep ordinary stores,
 // which leave them in the cache for the op that reads them next.
-#ifndef JAX_GRIDSAMPLE_FFI_CPU_OUTPUT_STORE_AVX2_H_
-#define JAX_GRIDSAMPLE_FFI_CPU_OUTPUT_STORE_AVX2_H_
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_OUTPUT_STORE_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_OUTPUT_STORE_H_
 
 #include <cstdint>
 
 #include "grid_sample_cpu.h"
+#include "vec8.h"
 
 #if GS_CPU_HAVE_AVX2_PATH
 #include <immintrin.h>
+#endif
 
 namespace gs_cpu {
 
@@ -38,23 +40,25 @@ inline bool StreamsOutput(const Geometry& g) {
 }
 
 // 8 floats at p: non-temporal when `stream` and p is 32-byte aligned (a row
-// that starts unaligned is stored the ordinary way throughout).
-__attribute__((target("avx2,fma"), always_inline)) inline void StoreOutput(float* p, __m256 v,
-                                                                           bool stream) {
-  if (stream && (reinterpret_cast<uintptr_t>(p) & 31) == 0) {
-    _mm256_stream_ps(p, v);
-  } else {
-    _mm256_storeu_ps(p, v);
-  }
+// that starts unaligned is stored the ordinary way throughout), on x86-64;
+// ordinary stores elsewhere.
+GS_CPU_VECTOR_INLINE void StoreOutput(float* p, F8 v, bool stream) {
+#if GS_CPU_HAVE_AVX2_PATH
+  if (stream && (reinterpret_cast<uintptr_t>(p) & 31) == 0) return _mm256_stream_ps(p, v);
+#endif
+  Store8(p, v);
 }
 
 // Orders a task's non-temporal stores before whatever it does next (the
 // pool's completion signal): call at the end of each chunk that streamed.
-__attribute__((target("avx2,fma"), always_inline)) inline void FinishOutputStores(bool stream) {
+GS_CPU_VECTOR_INLINE void FinishOutputStores(bool stream) {
+#if GS_CPU_HAVE_AVX2_PATH
   if (stream) _mm_sfence();
+#else
+  (void)stream;
+#endif
 }
 
 }  // namespace gs_cpu
 
-#endif  // GS_CPU_HAVE_AVX2_PATH
-#endif  // JAX_GRIDSAMPLE_FFI_CPU_OUTPUT_STORE_AVX2_H_
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_OUTPUT_STORE_H_
