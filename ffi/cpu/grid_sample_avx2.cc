@@ -16,9 +16,9 @@
 
 #include "../common/grid_sample_math.h"
 #include "grid_sample_cpu.h"
-#include "lane_mask_avx2.h"
 #include "output_store.h"
 #include "soa_taps.h"
+#include "vec8.h"
 
 namespace gs_cpu {
 
@@ -41,28 +41,12 @@ bool SamplesPairs(const Geometry& g, int64_t interpolation) {
          (g.k == 2 || fits(g.d));
 }
 
-// 8 lanes of floats or int32 (GCC vector extensions) for the pair tables.
-typedef float F8 __attribute__((vector_size(32)));
-typedef int32_t I8 __attribute__((vector_size(32)));
-
-template <typename V, typename T>
-GS_CPU_INLINE V LoadLanes(const T* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename V, typename T>
-GS_CPU_INLINE void StoreLanes(T* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
 // The 16 entries of the pair tables' layout of 8 points from their first
 // floats f and second floats s (lanes 8 + i): points 0 1 4 5, then 2 3 6 7,
 // each first then second.
-GS_CPU_INLINE void StorePairLayout(float* dst, const F8& f, const F8& s) {
-  StoreLanes(dst, __builtin_shuffle(f, s, I8{0, 8, 1, 9, 4, 12, 5, 13}));
-  StoreLanes(dst + 8, __builtin_shuffle(f, s, I8{2, 10, 3, 11, 6, 14, 7, 15}));
+GS_CPU_VECTOR_INLINE void StorePairLayout(float* dst, const F8& f, const F8& s) {
+  Store8(dst, __builtin_shufflevector(f, s, 0, 8, 1, 9, 4, 12, 5, 13));
+  Store8(dst + 8, __builtin_shufflevector(f, s, 2, 10, 3, 11, 6, 14, 7, 15));
 }
 
 // Bilinear: the pair weights of SoaTaps from FillPairAxes's per-axis
@@ -83,7 +67,7 @@ __attribute__((target("avx2,fma"))) void FillPairWeightsAvx2(int cnt, const Geom
   for (int b = 0; b < ((cnt + 15) & ~15); b += 8) {
     F8 aw[K][2];
     for (int a = 0; a < K; ++a) {
-      for (int s = 0; s < 2; ++s) aw[a][s] = LoadLanes<F8>(st->pair_aw[a][s] + b);
+      for (int s = 0; s < 2; ++s) aw[a][s] = Load8(st->pair_aw[a][s] + b);
     }
     for (int r = 0; r < ST::kPairRows; ++r) {
       const int j = r & 1, l = r >> 1;
@@ -110,8 +94,8 @@ __attribute__((target("avx2,fma"))) void FillPairMasksAvx2(int cnt,
   for (int b = 0; b < ((cnt + 15) & ~15); b += 8) {
     I8 tap[K][2];
     for (int a = 0; a < K; ++a) {
-      tap[a][0] = LoadLanes<I8>(st->ax[a][1] + b) > -1;
-      tap[a][1] = LoadLanes<I8>(st->ax[a][0] + b) > -1;
+      tap[a][0] = LoadI8(st->ax[a][1] + b) > -1;
+      tap[a][1] = LoadI8(st->ax[a][0] + b) > -1;
     }
     for (int r = 0; r < ST::kPairRows; ++r) {
       const int j = r & 1, l = r >> 1;
@@ -335,8 +319,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
   }
   if (cnt16 < cnt8) StoreOutput(dst + cnt16, Dot<false>(pairs, src, rows, st, cnt16), stream);
   if (cnt8 < cnt) {
-    // Tail: the tables are padded to a multiple of 8; masked store.
-    _mm256_maskstore_ps(dst + cnt8, FirstLanes(cnt - cnt8), Dot<false>(pairs, src, rows, st, cnt8));
+    // Tail: the tables are padded to a multiple of 8; stored one by one.
+    const F8 v = Dot<false>(pairs, src, rows, st, cnt8);
+    for (int b = cnt8; b < cnt; ++b) dst[b] = v[b - cnt8];
   }
   return finite;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "../common/grid_sample_math.h"
@@ -47,9 +48,7 @@ struct Pass {
 // out of range, included) to its lane's spare one. False when none lies in
 // the range.
 GS_CPU_VECTOR_INLINE bool StagingSlots(const int32_t* elem, const Pass& p, int32_t* slot) {
-  I8 rel;
-  std::memcpy(&rel, elem, sizeof rel);
-  rel -= static_cast<int32_t>(p.s_begin);
+  const I8 rel = LoadI8(elem) - static_cast<int32_t>(p.s_begin);
   const int32_t span = static_cast<int32_t>(p.span);
   const I8 in_span = (rel >= 0) & (rel < span);
   const I8 spare = span + I8{0, 1, 2, 3, 4, 5, 6, 7};

@@ -34,6 +34,12 @@ GS_CPU_VECTOR_INLINE F8 Load8(const float* p) {
 
 GS_CPU_VECTOR_INLINE void Store8(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
 
+GS_CPU_VECTOR_INLINE I8 LoadI8(const int32_t* p) {
+  I8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 // The first n (0 to 8) floats at p, the other lanes zero; reads nothing past
 // p + n (on x86-64 a masked load).
 GS_CPU_VECTOR_INLINE F8 LoadFirst(const float* p, int64_t n) {
