@@ -339,7 +339,7 @@ def test_forward_paths_agree_bitwise(dims, mode, spatial, out_spatial, channels,
     many elements as threads is sampled through a channels-last copy of each element (when its
     taps read at least as many elements as it has, 4 taps or more, 2 channels or more; for 2D
     bilinear 8 channels or more and planes larger than 16 KiB); else, and
-    for one element alone, the gather path (AVX2; 2D bilinear: pairs of floats). Channels last:
+    for one element alone, the gather path (2D bilinear: pairs of floats). Channels last:
     the same tile sampler reads the input in place. All give bitwise the same output, and match
     the float64 reference. The point counts are not multiples of 16 (partial groups)."""
     rng = np.random.default_rng(11)
@@ -617,7 +617,7 @@ VECTOR = _native.cpu_instruction_set() in ("avx2", "neon")  # the vector kernels
 def forward_can_take(strategy, channels_last):
     """strategies.cc's ForwardCanTake for float32 (every plane offset fits int32 here)."""
     return {"portable": True,
-            "gather": AVX2 and not channels_last,
+            "gather": VECTOR and not channels_last,
             "tiles": VECTOR and channels_last,
             "tiles_via_copy": VECTOR and not channels_last}[strategy]
 
@@ -661,7 +661,7 @@ def test_forward_strategies():
     results = {}
     for (i, name), out in zip(calls, forwards([(x, g) for _, x, g in cases]), strict=True):
         results.setdefault(i, {})[name] = np.asarray(out)
-    assert len({name for _, name in calls}) == (4 if AVX2 else 3 if VECTOR else 1)
+    assert len({name for _, name in calls}) == (4 if VECTOR else 1)
     for i, ((dims, mode, padding, align_corners, channels_last), x, grid) in enumerate(cases):
         what = f"{dims}d {mode} {padding} align_corners={align_corners} cl={channels_last}"
         by_name = results[i]

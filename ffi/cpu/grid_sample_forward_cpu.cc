@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include "../common/ffi_contract.h"
-#include "grid_sample_avx2.h"
+#include "gather_sampler.h"
 #include "grid_sample_cpu.h"
 #include "half_precision.h"
 #include "parallel.h"
@@ -134,7 +134,7 @@ int64_t VectorPointsPerTask(ffi::ThreadPool& pool, const Geometry& g, int64_t in
   return whole ? g.points : PointsPerChunk(g.points, g.c, taps, BlockPoints(taps));
 }
 
-// The float32 vector strategies (tile_sampler.h, grid_sample_avx2.h).
+// The float32 vector strategies (tile_sampler.h, gather_sampler.h).
 void ForwardVector(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                    ForwardStrategy strategy, const float* input, const float* grid, float* output) {
   if (strategy == ForwardStrategy::kTilesViaCopy) {
@@ -163,7 +163,7 @@ void ForwardVector(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolati
     if (strategy == ForwardStrategy::kTiles) {
       ForwardTilesF32(g, interpolation, input, grid, output, n, p_begin, p_end);
     } else {
-      ForwardChunkAvx2F32(g, interpolation, input, grid, output, n, p_begin, p_end);
+      ForwardGatherF32(g, interpolation, input, grid, output, n, p_begin, p_end);
     }
   });
 }

@@ -49,6 +49,15 @@ GS_CPU_VECTOR_INLINE void StoreOutput(float* p, F8 v, bool stream) {
   Store8(p, v);
 }
 
+// 8 floats at p (32-byte aligned), non-temporal on x86-64.
+GS_CPU_VECTOR_INLINE void StreamOutput(float* p, F8 v) {
+#if GS_CPU_HAVE_AVX2_PATH
+  _mm256_stream_ps(p, v);
+#else
+  Store8(p, v);
+#endif
+}
+
 // Orders a task's non-temporal stores before whatever it does next (the
 // pool's completion signal): call at the end of each chunk that streamed.
 GS_CPU_VECTOR_INLINE void FinishOutputStores(bool stream) {

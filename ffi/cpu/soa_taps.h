@@ -1,5 +1,5 @@
 // Struct-of-arrays tap tables of a block of points for the vector kernels
-// (grid_sample_avx2.cc, tile_sampler.cc, the nearest backward), compiled
+// (gather_sampler.cc, tile_sampler.cc, the nearest backward), compiled
 // with their target (GS_CPU_VECTOR).
 //
 // Per axis: tap index (or -1) and weight of each point; per tap: int32
@@ -172,7 +172,7 @@ GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, con
   }
 }
 
-// Bilinear pairs (see FillPairs in grid_sample_avx2.cc): per point, the
+// Bilinear pairs (see FillPairs in gather_sampler.cc): per point, the
 // gs::ComputeAxisTaps of each axis and, in the same loop, what the pair
 // tables need of them: along each axis the pair's first index base =
 // min(i0, size - 2) (0 when i0 is out of range; then i1 is 0 or out of range

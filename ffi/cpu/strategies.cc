@@ -4,12 +4,25 @@
 #include <cstdint>
 #include <string>
 
-#include "grid_sample_avx2.h"
+#include "gather_sampler.h"
 #include "grid_sample_cpu.h"
 #include "nearest_ranges_backward.h"
 #include "tile_sampler.h"
 
 namespace gs_cpu {
+
+bool HasAvx2Fma() {
+#if GS_CPU_HAVE_AVX2_PATH
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 // Float32 with the vector kernels (vec8.h) and int32 plane offsets.
@@ -29,7 +42,7 @@ constexpr int64_t kMaxCopyBytes = int64_t{4} << 20;
 bool ForwardCanTake(ForwardStrategy strategy, const Geometry& g, ffi::DataType dt) {
   switch (strategy) {
     case ForwardStrategy::kPortable: return true;
-    case ForwardStrategy::kGather: return Avx2Takes(g, dt) && !g.channels_last;
+    case ForwardStrategy::kGather: return VectorTakes(g, dt) && !g.channels_last;
     case ForwardStrategy::kTiles: return VectorTakes(g, dt) && g.channels_last;
     case ForwardStrategy::kTilesViaCopy: return VectorTakes(g, dt) && !g.channels_last;
     default: return false;
@@ -46,7 +59,7 @@ ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t inter
       ViaChannelsLastBufferFloats(g) * 4 <= kMaxCopyBytes) {
     return ForwardStrategy::kTilesViaCopy;
   }
-  return HasAvx2Fma() ? ForwardStrategy::kGather : ForwardStrategy::kPortable;
+  return ForwardStrategy::kGather;
 }
 
 // The error of a strategy that cannot take the call.

@@ -3,10 +3,10 @@
 // the call's shapes, dtype, mode and layout (and the thread count, for how
 // the work splits).
 //
-// kPortable runs everywhere, every dtype. The others are float32: the tile
-// strategies and the nearest ranges in vector code (vec8.h: x86-64 with
-// AVX2 + FMA, chosen at run time, and aarch64), the others in AVX2
-// intrinsics. Every strategy gives bitwise what kPortable gives (forward
+// kPortable runs everywhere, every dtype. The others are float32: the
+// forward's and the nearest ranges in vector code (vec8.h: x86-64 with
+// AVX2 + FMA, chosen at run time, and aarch64), the bilinear block and the
+// channels-last build in AVX2. Every strategy gives bitwise what kPortable gives (forward
 // output; grad_input and grad_grid), which the tests check by forcing each.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_STRATEGIES_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_STRATEGIES_H_
@@ -23,8 +23,8 @@ namespace gs_cpu {
 enum class ForwardStrategy : int64_t {
   kAuto = -1,
   kPortable = 0,      // tap tables per block of points, plain loops (any dtype)
-  kGather = 1,        // AVX2, channels first, per channel 8 points at a time: gathers, or pairs
-                      // of floats (bilinear) and plain loads (nearest)
+  kGather = 1,        // channels first, per channel 8 points at a time: gathers, or pairs of
+                      // floats (bilinear) and plain loads (nearest)
   kTiles = 2,         // channels-last input read in place, a pixel's channels as vectors
   kTilesViaCopy = 3,  // channels-first input copied channels-last per batch element, then kTiles
 };

@@ -56,6 +56,20 @@ GS_CPU_VECTOR_INLINE F8 LoadFirst(const float* p, int64_t n) {
 
 GS_CPU_VECTOR_INLINE F8 Broadcast8(float x) { return F8{} + x; }
 
+// src[off[i]] in lane i, 0 where off[i] < 0 (nothing is read there): AVX2's
+// masked gather, or one load per lane.
+GS_CPU_VECTOR_INLINE F8 Gather8(const float* src, const int32_t* off) {
+#if GS_CPU_HAVE_AVX2_PATH
+  const __m256i o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off));
+  const __m256 in_range = _mm256_castsi256_ps(_mm256_cmpgt_epi32(o, _mm256_set1_epi32(-1)));
+  return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, o, in_range, 4);
+#else
+  F8 v;
+  for (int i = 0; i < 8; ++i) v[i] = off[i] >= 0 ? src[off[i]] : 0.f;
+  return v;
+#endif
+}
+
 // a * b + c, lane by lane, rounded once (on x86-64 one instruction from the
 // start, so that loops around it unroll as they would around a multiply).
 GS_CPU_VECTOR_INLINE F8 Fma(F8 a, F8 b, F8 c) {

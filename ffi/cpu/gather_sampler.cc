@@ -1,9 +1,10 @@
-// AVX2 + FMA forward path for float32; see grid_sample_avx2.h.
+// The gather sampler: float32 forwards of channels-first input; see
+// gather_sampler.h.
 //
 // This file is compiled with -fno-trapping-math -fno-tree-pre
 // -fno-thread-jumps (GCC) so that the per-axis coordinate loops, which call
 // gs::ComputeAxisTaps, are if-converted and vectorized across points.
-#include "grid_sample_avx2.h"
+#include "gather_sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,16 +22,6 @@
 #include "vec8.h"
 
 namespace gs_cpu {
-
-#if GS_CPU_HAVE_AVX2_PATH
-
-bool HasAvx2Fma() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-}
 
 bool SamplesPairs(const Geometry& g, int64_t interpolation) {
   // Up to 2^24 indices along an axis, i0 + 1 is exact in float32, so a point
@@ -59,8 +50,7 @@ GS_CPU_VECTOR_INLINE void StorePairLayout(float* dst, const F8& f, const F8& s) 
 // other one is no tap: its product then lands in the sum where the gather
 // path adds its 0, and the sums come out the same either way round.
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillPairWeightsAvx2(int cnt, const Geometry& g,
-                                                             SoaTaps<K, kInterp>* __restrict st) {
+GS_CPU_VECTOR void FillPairWeights(int cnt, const Geometry& g, SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
   const int32_t w = static_cast<int32_t>(g.w), h = static_cast<int32_t>(g.h);
   for (int r = 0; r < ST::kPairRows; ++r) st->pair_step[r] = (r & 1) * w + (r >> 1) * h * w;
@@ -88,8 +78,7 @@ __attribute__((target("avx2,fma"))) void FillPairWeightsAvx2(int cnt, const Geom
 // i1 = 0 when i0 = -1), base + 1 exactly when i0 is (it is i1, or i0 =
 // size - 1 when i1 = size).
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void FillPairMasksAvx2(int cnt,
-                                                           SoaTaps<K, kInterp>* __restrict st) {
+GS_CPU_VECTOR void FillPairMaskTables(int cnt, SoaTaps<K, kInterp>* __restrict st) {
   using ST = SoaTaps<K, kInterp>;
   for (int b = 0; b < ((cnt + 15) & ~15); b += 8) {
     I8 tap[K][2];
@@ -118,7 +107,7 @@ template <int K, int kInterp>
 void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
                SoaTaps<K, kInterp>* __restrict st) {
   FillPairAxes<K, false>(grid, cnt, g, st);
-  FillPairWeightsAvx2(cnt, g, st);
+  FillPairWeights(cnt, g, st);
   st->pair_masks_ready = false;
 }
 
@@ -127,15 +116,14 @@ template <int K, int kInterp>
 void FillPairMasks(const float* __restrict grid, int cnt, const Geometry& g,
                    SoaTaps<K, kInterp>* __restrict st) {
   FillPairAxes<K, true>(grid, cnt, g, st);
-  FillPairMasksAvx2(cnt, st);
+  FillPairMaskTables(cnt, st);
   st->pair_masks_ready = true;
 }
 
 // Eight int32 offsets as four 8-byte loads (the sampling loops are bound by
 // their loads): offset 2i in the low half of at[i], 2i + 1 in the high half
-// (x86 is little-endian).
-__attribute__((target("avx2,fma"), always_inline)) inline void LoadOffsetPairs(
-    const int32_t* offsets, uint64_t (&at)[4]) {
+// (x86-64 and aarch64 Linux are little-endian).
+GS_CPU_VECTOR_INLINE void LoadOffsetPairs(const int32_t* offsets, uint64_t (&at)[4]) {
   for (int i = 0; i < 4; ++i) std::memcpy(&at[i], offsets + 2 * i, sizeof at[i]);
 }
 
@@ -151,49 +139,43 @@ __attribute__((target("avx2,fma"), always_inline)) inline void LoadOffsetPairs(
 // apart), the shuffles once after the sums, and no masks in the common case
 // keep the loop to little more than its loads and multiply-adds.
 template <bool kNoMask, int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 PairDot(
-    const float* const* rows, const SoaTaps<K, kInterp>* __restrict st, int b) {
+GS_CPU_VECTOR_INLINE F8 PairDot(const float* const* rows, const SoaTaps<K, kInterp>* __restrict st,
+                                int b) {
+  typedef double D4 __attribute__((vector_size(32)));
   uint64_t at[4];
   LoadOffsetPairs(st->pair_off + b, at);
-  __m256 acc[2];
+  F8 acc[2];
   for (int half = 0; half < 2; ++half) {  // points 0 1 4 5, then 2 3 6 7
     const uint64_t lo = at[half], hi = at[half + 2];
     const uint32_t o[4] = {static_cast<uint32_t>(lo), static_cast<uint32_t>(lo >> 32),
                            static_cast<uint32_t>(hi), static_cast<uint32_t>(hi >> 32)};
-    acc[half] = _mm256_setzero_ps();
+    acc[half] = F8{};
     for (int r = 0; r < SoaTaps<K, kInterp>::kPairRows; ++r) {
-      auto two = [&](int i) __attribute__((target("avx2,fma"))) {  // the pairs of o[i], o[i + 1]
-        return _mm_loadh_pd(_mm_load_sd(reinterpret_cast<const double*>(rows[r] + o[i])),
-                            reinterpret_cast<const double*>(rows[r] + o[i + 1]));
-      };
-      __m256 v = _mm256_castpd_ps(_mm256_set_m128d(two(2), two(0)));
+      double pair[4];  // the two floats at o[i], as 8 bytes
+      for (int i = 0; i < 4; ++i) std::memcpy(&pair[i], rows[r] + o[i], sizeof pair[i]);
+      F8 v = (F8)D4{pair[0], pair[1], pair[2], pair[3]};
       const int e = 2 * b + 8 * half;
-      if constexpr (!kNoMask) {
-        v = _mm256_and_ps(v, _mm256_load_ps(reinterpret_cast<const float*>(st->pair_mask[r] + e)));
-      }
-      acc[half] = _mm256_fmadd_ps(_mm256_load_ps(st->pair_w[r] + e), v, acc[half]);
+      if constexpr (!kNoMask) v = (F8)((I8)v & LoadI8(st->pair_mask[r] + e));
+      acc[half] = Fma(Load8(st->pair_w[r] + e), v, acc[half]);
     }
   }
   // First floats plus second floats, points 0 .. 7 in order.
-  return _mm256_add_ps(_mm256_shuffle_ps(acc[0], acc[1], 0x88),
-                       _mm256_shuffle_ps(acc[0], acc[1], 0xDD));
+  return __builtin_shufflevector(acc[0], acc[1], 0, 2, 8, 10, 4, 6, 12, 14) +
+         __builtin_shufflevector(acc[0], acc[1], 1, 3, 9, 11, 5, 7, 13, 15);
 }
 
 // Sum over the taps of points b .. b + 7 of one plane: masked gathers (lanes
 // of out-of-range taps read nothing and add exactly 0); two accumulators.
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 GatherDot(
-    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+GS_CPU_VECTOR_INLINE F8 GatherDot(const float* src, const SoaTaps<K, kInterp>* __restrict st,
+                                  int b) {
   constexpr int kTaps = SoaTaps<K, kInterp>::kTaps;
-  const __m256i minus1 = _mm256_set1_epi32(-1);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  F8 acc[2] = {F8{}, F8{}};
+#pragma GCC unroll 64  // whole, so that the two accumulators stay in registers
   for (int t = 0; t < kTaps; ++t) {
-    const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[t] + b));
-    const __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(o, minus1));
-    const __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, o, m, 4);
-    acc[t & 1] = _mm256_fmadd_ps(_mm256_load_ps(st->w[t] + b), v, acc[t & 1]);
+    acc[t & 1] = Fma(Load8(st->w[t] + b), Gather8(src, st->off[t] + b), acc[t & 1]);
   }
-  return kTaps == 1 ? acc[0] : _mm256_add_ps(acc[0], acc[1]);
+  return kTaps == 1 ? acc[0] : acc[0] + acc[1];
 }
 
 // 2D bicubic, points b .. b + 7 of one plane: GatherDot's masked gathers,
@@ -202,19 +184,14 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 GatherDot(
 //   out = (wy0 R0 + wy1 R1) + (wy2 R2 + wy3 R3)
 // (plain multiplies and adds), a tap out of range read as 0.
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 BicubicDot(
-    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
-  const __m256i minus1 = _mm256_set1_epi32(-1);
-  auto tap = [&](int t) __attribute__((target("avx2,fma"))) {
-    const __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[t] + b));
-    const __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(o, minus1));
-    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, o, m, 4);
-  };
-  __m256 q[4];
+GS_CPU_VECTOR_INLINE F8 BicubicDot(const float* src, const SoaTaps<K, kInterp>* __restrict st,
+                                   int b) {
+  F8 q[4];
   for (int j = 0; j < 4; ++j) {
-    __m256 pv[4];
-    for (int i = 0; i < 4; ++i) pv[i] = _mm256_load_ps(st->aw[0][i] + b) * tap(4 * j + i);
-    q[j] = _mm256_load_ps(st->aw[1][j] + b) * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
+    F8 pv[4];
+    for (int i = 0; i < 4; ++i)
+      pv[i] = Load8(st->aw[0][i] + b) * Gather8(src, st->off[4 * j + i] + b);
+    q[j] = Load8(st->aw[1][j] + b) * ((pv[0] + pv[1]) + (pv[2] + pv[3]));
   }
   return (q[0] + q[1]) + (q[2] + q[3]);
 }
@@ -225,27 +202,25 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 BicubicDot(
 // of 0, which gives the same bits; so no weight is loaded. The offsets come
 // two per 8-byte load (the sampling loops are bound by their loads).
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 NearestDot(
-    const float* src, const SoaTaps<K, kInterp>* __restrict st, int b) {
+GS_CPU_VECTOR_INLINE F8 NearestDot(const float* src, const SoaTaps<K, kInterp>* __restrict st,
+                                   int b) {
   uint64_t at[4];
   LoadOffsetPairs(st->off_safe + b, at);
   auto lo = [](uint64_t q) { return static_cast<uint32_t>(q); };
   auto hi = [](uint64_t q) { return static_cast<uint32_t>(q >> 32); };
-  const __m128 v0 = _mm_setr_ps(src[lo(at[0])], src[hi(at[0])], src[lo(at[1])], src[hi(at[1])]);
-  const __m128 v1 = _mm_setr_ps(src[lo(at[2])], src[hi(at[2])], src[lo(at[3])], src[hi(at[3])]);
   // + 0 turns -0.0 into +0.0, as 1 * v + 0 does (and the other kernels' sums).
-  const __m256 v = _mm256_add_ps(_mm256_set_m128(v1, v0), _mm256_setzero_ps());
-  const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(st->off[0] + b));
-  return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpgt_epi32(m, _mm256_set1_epi32(-1))));
+  const F8 v = F8{src[lo(at[0])], src[hi(at[0])], src[lo(at[1])], src[hi(at[1])],
+                  src[lo(at[2])], src[hi(at[2])], src[lo(at[3])], src[hi(at[3])]} +
+               0.f;
+  return (F8)((I8)v & (LoadI8(st->off[0] + b) > -1));
 }
 
 // Points b .. b + 7 of one plane, summed over their taps: NearestDot for
 // nearest, PairDot when `pairs` (SamplesPairs; kNoMask: pairs read without
 // masks, see ChannelRows), BicubicDot for 2D bicubic, else GatherDot.
 template <bool kNoMask, int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
-    bool pairs, const float* src, const float* const* rows,
-    const SoaTaps<K, kInterp>* __restrict st, int b) {
+GS_CPU_VECTOR_INLINE F8 Dot(bool pairs, const float* src, const float* const* rows,
+                            const SoaTaps<K, kInterp>* __restrict st, int b) {
   if constexpr (kInterp == gs::kNearest) return NearestDot(src, st, b);
   if constexpr (kInterp == gs::kBilinear) {
     if (pairs) return PairDot<kNoMask>(rows, st, b);
@@ -262,38 +237,40 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Dot(
 // takes no loop.
 // Returns false when pairs read without masks gave a sum that is not finite.
 template <bool kStream, bool kNoMask, int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
-    const float* __restrict src, const float* const* rows, float* __restrict dst, int cnt16,
-    bool pairs, const char* next, int64_t next_bytes, int64_t lines,
-    const SoaTaps<K, kInterp>* __restrict st) {
+GS_CPU_VECTOR_INLINE bool RowGroups(const float* __restrict src, const float* const* rows,
+                                    float* __restrict dst, int cnt16, bool pairs, const char* next,
+                                    int64_t next_bytes, int64_t lines,
+                                    const SoaTaps<K, kInterp>* __restrict st) {
   // Pairs without masks: a - a is +0 for a finite sum a, NaN for the others.
   constexpr bool kCheck = kNoMask && kInterp == gs::kBilinear;
-  __m256 bad[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  I8 bad[2] = {I8{}, I8{}};
   int64_t pf = 0;  // the next byte of `next` to prefetch
   // Two groups of 8 points at a time: independent FMA chains.
   for (int b = 0; b < cnt16; b += 16) {
     if (lines == 1) {  // the common case, without a loop's overhead
-      _mm_prefetch(next + std::min(pf, next_bytes - 64), _MM_HINT_T0);
+      __builtin_prefetch(next + std::min(pf, next_bytes - 64));
       pf += 64;
     } else {
       for (int64_t l = 0; l < lines; ++l, pf += 64) {
-        _mm_prefetch(next + std::min(pf, next_bytes - 64), _MM_HINT_T0);
+        __builtin_prefetch(next + std::min(pf, next_bytes - 64));
       }
     }
-    const __m256 a[2] = {Dot<kNoMask>(pairs, src, rows, st, b),
-                         Dot<kNoMask>(pairs, src, rows, st, b + 8)};
+    const F8 a[2] = {Dot<kNoMask>(pairs, src, rows, st, b),
+                     Dot<kNoMask>(pairs, src, rows, st, b + 8)};
     for (int u = 0; u < 2; ++u) {
-      if constexpr (kCheck) bad[u] = _mm256_or_ps(bad[u], _mm256_sub_ps(a[u], a[u]));
+      if constexpr (kCheck) bad[u] |= (I8)(a[u] - a[u]);
       if constexpr (kStream) {
-        _mm256_stream_ps(dst + b + 8 * u, a[u]);
+        StreamOutput(dst + b + 8 * u, a[u]);
       } else {
-        _mm256_storeu_ps(dst + b + 8 * u, a[u]);
+        Store8(dst + b + 8 * u, a[u]);
       }
     }
   }
   if constexpr (!kCheck) return true;
-  const __m256 any = _mm256_or_ps(bad[0], bad[1]);
-  return _mm256_movemask_ps(_mm256_cmp_ps(any, _mm256_setzero_ps(), _CMP_NEQ_UQ)) == 0;
+  const I8 nonzero = (F8)(bad[0] | bad[1]) != 0.f;  // NaN is not equal to 0
+  int any = 0;
+  for (int i = 0; i < 8; ++i) any |= nonzero[i];
+  return any == 0;
 }
 
 // One channel's output row `dst` of the points of a block (cnt of them) from
@@ -302,9 +279,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool RowGroups(
 // come from a float that is no tap (0 * inf), so the row must be sampled
 // again with masks.
 template <bool kNoMask, int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
-    const float* __restrict src, float* __restrict dst, int cnt, bool pairs, bool stream,
-    const char* next, int64_t next_bytes, int64_t lines, const SoaTaps<K, kInterp>* __restrict st) {
+GS_CPU_VECTOR_INLINE bool ChannelRow(const float* __restrict src, float* __restrict dst, int cnt,
+                                     bool pairs, bool stream, const char* next, int64_t next_bytes,
+                                     int64_t lines, const SoaTaps<K, kInterp>* __restrict st) {
   const int cnt8 = cnt & ~7;
   const int cnt16 = cnt & ~15;
   // The rows of a pair read: src + pair_step[r] + offset.
@@ -329,10 +306,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool ChannelRow(
 // Channels-first output rows of the points p0 .. p0 + cnt - 1 (one block of
 // `st`), channel after channel.
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
-    const Geometry& g, const float* __restrict input, float* __restrict output, int64_t n,
-    int64_t p0, int cnt, bool pairs, bool stream, const float* block_grid,
-    SoaTaps<K, kInterp>* __restrict st) {
+GS_CPU_VECTOR_INLINE void ChannelRows(const Geometry& g, const float* __restrict input,
+                                      float* __restrict output, int64_t n, int64_t p0, int cnt,
+                                      bool pairs, bool stream, const float* block_grid,
+                                      SoaTaps<K, kInterp>* __restrict st) {
   const int64_t channels = g.c, points = g.points, plane = g.plane;
   // The next channel's plane (up to 64 KiB) is prefetched a few lines per
   // group of 16 points, so that its random reads find it in the cache when
@@ -365,9 +342,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ChannelRows(
 // Forward of points [p_begin, p_end) of batch element n, float32, channels
 // first.
 template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void ForwardChunkAvx2(
-    const Geometry& g, const float* __restrict input, const float* __restrict grid,
-    float* __restrict output, int64_t n, int64_t p_begin, int64_t p_end, SoaTaps<K, kInterp>* st) {
+GS_CPU_VECTOR void ForwardGatherChunk(const Geometry& g, const float* __restrict input,
+                                      const float* __restrict grid, float* __restrict output,
+                                      int64_t n, int64_t p_begin, int64_t p_end,
+                                      SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
   const bool stream = StreamsOutput(g);
   const bool pairs = kInterp == gs::kBilinear && SamplesPairs(g, kInterp);
@@ -393,31 +371,17 @@ template <int K, int kInterp>
 void RunChunk(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
               int64_t p_begin, int64_t p_end) {
   std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
-  ForwardChunkAvx2<K, kInterp>(g, input, grid, output, n, p_begin, p_end, st.get());
+  ForwardGatherChunk<K, kInterp>(g, input, grid, output, n, p_begin, p_end, st.get());
 }
 
 }  // namespace
 
-void ForwardChunkAvx2F32(const Geometry& g, int64_t interpolation, const float* input,
-                         const float* grid, float* output, int64_t n, int64_t p_begin,
-                         int64_t p_end) {
+void ForwardGatherF32(const Geometry& g, int64_t interpolation, const float* input,
+                      const float* grid, float* output, int64_t n, int64_t p_begin, int64_t p_end) {
   DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
     RunChunk<decltype(k)::value, decltype(interp)::value>(g, input, grid, output, n, p_begin,
                                                           p_end);
   });
 }
-
-#else  // !GS_CPU_HAVE_AVX2_PATH
-
-// Other architectures: HasAvx2Fma() is false, so the callers never reach the
-// AVX2 path; these definitions only satisfy the linker (declared in
-// grid_sample_avx2.h and referenced from grid_sample_forward_cpu.cc and the
-// backward files, which compile for every architecture).
-bool HasAvx2Fma() { return false; }
-bool SamplesPairs(const Geometry&, int64_t) { return false; }
-void ForwardChunkAvx2F32(const Geometry&, int64_t, const float*, const float*, float*, int64_t,
-                         int64_t, int64_t) {}
-
-#endif  // GS_CPU_HAVE_AVX2_PATH
 
 }  // namespace gs_cpu
