@@ -17,7 +17,7 @@
 
 #include "../common/ffi_contract.h"
 #include "backward_bands.h"
-#include "bilinear_backward_avx2.h"
+#include "bilinear_backward_block.h"
 #include "channels_last_backward.h"
 #include "grid_sample_cpu.h"
 #include "half_precision.h"
@@ -155,7 +155,7 @@ class GenericBlock {
   // Channels first. The grid gradient is kept as per-tap sums over channels,
   // A[t] = sum_c gv * input[t] (channels added in channel order), folded with
   // the weight derivatives once per point: sum_t dw[t] * A[t], taps in order.
-  // The one order of every channels-first strategy (bilinear_backward_avx2.h
+  // The one order of every channels-first strategy (bilinear_backward_block.h
   // keeps it too).
   void Rows(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
     if (grad_) std::fill(acc_.get(), acc_.get() + cnt * kTaps, T(0));
@@ -278,8 +278,8 @@ class GenericBlock {
   std::unique_ptr<T[]> gacc_, acc_;
 };
 
-// 2D bilinear float32 channels first: the AVX2 block
-// (bilinear_backward_avx2.h).
+// 2D bilinear float32 channels first: the vector block
+// (bilinear_backward_block.h).
 class BilinearBlock {
  public:
   explicit BilinearBlock(const Geometry& g, const BackwardArrays<float>& arrays, bool grad)
@@ -293,7 +293,7 @@ class BilinearBlock {
     const BilinearBackwardBlock block{block_grid,  pidx,     cnt,       t.n,
                                       t.c_begin,   t.c_end,  t.band_lo, t.band_hi,
                                       a_.grad_out, a_.input, t.gi,      grid_.get()};
-    BilinearBackwardBlockAvx2F32(g_, block, tables_.get());
+    BilinearBackwardBlockF32(g_, block, tables_.get());
     if (grid_out != nullptr) std::copy(grid_.get(), grid_.get() + 2 * cnt, grid_out);
   }
 

@@ -88,7 +88,7 @@ bool BackwardCanTake(BackwardStrategy strategy, const Geometry& g, ffi::DataType
   switch (strategy) {
     case BackwardStrategy::kPortable: return true;
     case BackwardStrategy::kBilinearBlock:
-      return Avx2Takes(g, dt) && g.k == 2 && interpolation == gs::kBilinear && !g.channels_last;
+      return VectorTakes(g, dt) && g.k == 2 && interpolation == gs::kBilinear && !g.channels_last;
     case BackwardStrategy::kNearestRanges:
       return VectorTakes(g, dt) && interpolation == gs::kNearest && !g.channels_last;
     case BackwardStrategy::kChannelsLastAvx2: return Avx2Takes(g, dt) && g.channels_last;
@@ -103,11 +103,11 @@ BackwardStrategy ChooseBackward(const Geometry& g, ffi::DataType dt, int64_t int
   if (interpolation == gs::kNearest && !g.channels_last && NearestStagingRanges(g) <= 2) {
     return BackwardStrategy::kNearestRanges;
   }
-  if (!HasAvx2Fma()) return BackwardStrategy::kPortable;
   if (BackwardCanTake(BackwardStrategy::kBilinearBlock, g, dt, interpolation)) {
     return BackwardStrategy::kBilinearBlock;
   }
-  return g.channels_last ? BackwardStrategy::kChannelsLastAvx2 : BackwardStrategy::kPortable;
+  return g.channels_last && HasAvx2Fma() ? BackwardStrategy::kChannelsLastAvx2
+                                         : BackwardStrategy::kPortable;
 }
 
 ffi::Error ResolveBackwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,

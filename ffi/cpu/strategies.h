@@ -3,11 +3,11 @@
 // the call's shapes, dtype, mode and layout (and the thread count, for how
 // the work splits).
 //
-// kPortable runs everywhere, every dtype. The others are float32: the
-// forward's and the nearest ranges in vector code (vec8.h: x86-64 with
-// AVX2 + FMA, chosen at run time, and aarch64), the bilinear block and the
-// channels-last build in AVX2. Every strategy gives bitwise what kPortable gives (forward
-// output; grad_input and grad_grid), which the tests check by forcing each.
+// kPortable runs everywhere, every dtype. The others are float32 in vector
+// code (vec8.h: x86-64 with AVX2 + FMA, chosen at run time, and aarch64),
+// but for the channels-last build in AVX2 (x86-64 only). Every strategy
+// gives bitwise what kPortable gives (forward output; grad_input and
+// grad_grid), which the tests check by forcing each.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_STRATEGIES_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_STRATEGIES_H_
 
@@ -32,7 +32,7 @@ enum class ForwardStrategy : int64_t {
 enum class BackwardStrategy : int64_t {
   kAuto = -1,
   kPortable = 0,          // tap tables per block of points, plain loops (any dtype)
-  kBilinearBlock = 1,     // 2D bilinear channels first: per-axis tables, AVX2 loops
+  kBilinearBlock = 1,     // 2D bilinear channels first: per-axis tables, vector loops
   kNearestRanges = 2,     // nearest channels first: tasks own ranges of plane elements, staged
                           // vector adds
   kChannelsLastAvx2 = 3,  // channels last: kPortable's loops compiled for AVX2 + FMA

@@ -1,5 +1,7 @@
 // The CPU backward's block of points for 2D bilinear float32 with channels
-// first, in AVX2 + FMA (implementation in bilinear_backward_avx2.cc).
+// first, in the vector kernels' code (vec8.h; implementation in
+// bilinear_backward_block.cc). Needs HasVectorKernels() and
+// FitsInt32Offsets(g).
 //
 // Why: with few channels, the generic block (GenericBlock)
 // spends about as long building its per-point tap tables (FillTaps: 64-bit
@@ -14,8 +16,8 @@
 // kBilinearBackwardBlock points) and sums in its order (per-tap channel
 // sums, folded once per point), so both gradients are bitwise the generic
 // block's.
-#ifndef JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
-#define JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
+#ifndef JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_BLOCK_H_
+#define JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_BLOCK_H_
 
 #include <cstdint>
 
@@ -49,9 +51,6 @@ struct BilinearBackwardTables {
   int part_begin[6];
 };
 
-// Whether the block can be used: AVX2 + FMA, and int32 offsets.
-bool BilinearBackwardBlockFits(const Geometry& g);
-
 // One block of `cnt` (<= kBilinearBackwardBlock) points of batch element n,
 // channels [c_begin, c_end), taps with y in [band_lo, band_hi) only:
 // coordinates `coords` (2 floats a point), indices within the batch element
@@ -67,9 +66,9 @@ struct BilinearBackwardBlock {
   float* gi;
   float* grid_grad;
 };
-void BilinearBackwardBlockAvx2F32(const Geometry& g, const BilinearBackwardBlock& block,
-                                  BilinearBackwardTables* tables);
+void BilinearBackwardBlockF32(const Geometry& g, const BilinearBackwardBlock& block,
+                              BilinearBackwardTables* tables);
 
 }  // namespace gs_cpu
 
-#endif  // JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_AVX2_H_
+#endif  // JAX_GRIDSAMPLE_FFI_CPU_BILINEAR_BACKWARD_BLOCK_H_

@@ -1,7 +1,7 @@
 // The CPU backward's block for 2D bilinear float32, channels first; see
-// bilinear_backward_avx2.h. Its sums repeat, operation by operation, those
+// bilinear_backward_block.h. Its sums repeat, operation by operation, those
 // of the generic block in grid_sample_backward_cpu.cc.
-#include "bilinear_backward_avx2.h"
+#include "bilinear_backward_block.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,16 +12,9 @@
 #include "grid_sample_cpu.h"
 #include "soa_taps.h"
 #include "tap_row.h"
-
-#if GS_CPU_HAVE_AVX2_PATH
-#include <immintrin.h>
-#endif
+#include "vec8.h"
 
 namespace gs_cpu {
-
-#if GS_CPU_HAVE_AVX2_PATH
-
-bool BilinearBackwardBlockFits(const Geometry& g) { return HasAvx2Fma() && FitsInt32Offsets(g); }
 
 namespace {
 
@@ -29,9 +22,8 @@ using Tables = BilinearBackwardTables;
 using Rows = TapRowPair<float>;
 
 // The per-axis taps, y restricted to the band.
-__attribute__((target("avx2,fma"))) void FillAxes(const Geometry& g,
-                                                  const BilinearBackwardBlock& blk,
-                                                  Tables* __restrict t) {
+GS_CPU_VECTOR void FillAxes(const Geometry& g, const BilinearBackwardBlock& blk,
+                            Tables* __restrict t) {
   const int cnt = blk.cnt;
   DispatchPadding(g, [&](auto pad, auto align) {
     constexpr int kPad = static_cast<int>(decltype(pad)::value);
@@ -63,62 +55,48 @@ __attribute__((target("avx2,fma"))) void FillAxes(const Geometry& g,
 // a time: which have all taps in range (x1 = x0 + 1, as FillTaps requires;
 // only huge widths can break it), their row offsets and tap weights (wx *
 // wy, stored per point), and the tap counts of the others.
-__attribute__((target("avx2,fma"))) void SortPoints(const Geometry& g, int cnt,
-                                                    Tables* __restrict t) {
-  const __m256i minus1 = _mm256_set1_epi32(-1), one = _mm256_set1_epi32(1);
-  const __m256i width = _mm256_set1_epi32(static_cast<int32_t>(g.w));
+GS_CPU_VECTOR void SortPoints(const Geometry& g, int cnt, Tables* __restrict t) {
+  const int32_t width = static_cast<int32_t>(g.w);
   int n_full = 0, n_part = 0;
   int unsorted[Tables::kB];
   uint8_t taps[Tables::kB];
   for (int b = 0; b < cnt; b += 8) {
-    __m256i axis[2][2];
-    for (int a = 0; a < 2; ++a) {
-      for (int i = 0; i < 2; ++i) {
-        axis[a][i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t->idx[a][i] + b));
-      }
-    }
-    const __m256i x0 = axis[0][0], x1 = axis[0][1], y0 = axis[1][0], y1 = axis[1][1];
-    const __m256i x0_in = _mm256_cmpgt_epi32(x0, minus1), x1_in = _mm256_cmpgt_epi32(x1, minus1);
-    const __m256i y0_in = _mm256_cmpgt_epi32(y0, minus1), y1_in = _mm256_cmpgt_epi32(y1, minus1);
-    const __m256i full =
-        _mm256_and_si256(_mm256_and_si256(x0_in, _mm256_cmpeq_epi32(x1, _mm256_add_epi32(x0, one))),
-                         _mm256_and_si256(y0_in, y1_in));
-    // Offsets of full points: < plane <= INT32_MAX (the others' are unused).
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t->row_off[0] + b),
-                        _mm256_add_epi32(_mm256_mullo_epi32(y0, width), x0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t->row_off[1] + b),
-                        _mm256_add_epi32(_mm256_mullo_epi32(y1, width), x0));
-    const __m256 wx0 = _mm256_load_ps(t->w[0][0] + b), wx1 = _mm256_load_ps(t->w[0][1] + b);
-    const __m256 wy0 = _mm256_load_ps(t->w[1][0] + b), wy1 = _mm256_load_ps(t->w[1][1] + b);
-    // Weights of taps (y0, x0), (y0, x1), (y1, x0), (y1, x1), then per point.
-    const __m256 w00 = _mm256_mul_ps(wx0, wy0), w01 = _mm256_mul_ps(wx1, wy0);
-    const __m256 w10 = _mm256_mul_ps(wx0, wy1), w11 = _mm256_mul_ps(wx1, wy1);
-    const __m256 t0 = _mm256_unpacklo_ps(w00, w01), t1 = _mm256_unpackhi_ps(w00, w01);
-    const __m256 t2 = _mm256_unpacklo_ps(w10, w11), t3 = _mm256_unpackhi_ps(w10, w11);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    _mm256_store_ps(t->tap_w[b], _mm256_permute2f128_ps(u0, u1, 0x20));
-    _mm256_store_ps(t->tap_w[b + 2], _mm256_permute2f128_ps(u2, u3, 0x20));
-    _mm256_store_ps(t->tap_w[b + 4], _mm256_permute2f128_ps(u0, u1, 0x31));
-    _mm256_store_ps(t->tap_w[b + 6], _mm256_permute2f128_ps(u2, u3, 0x31));
+    const I8 x0 = LoadI8(t->idx[0][0] + b), x1 = LoadI8(t->idx[0][1] + b);
+    const I8 y0 = LoadI8(t->idx[1][0] + b), y1 = LoadI8(t->idx[1][1] + b);
+    // -1 where in range, else 0.
+    const I8 x0_in = x0 >= 0, x1_in = x1 >= 0, y0_in = y0 >= 0, y1_in = y1 >= 0;
+    const I8 full = x0_in & (x1 == x0 + 1) & y0_in & y1_in;
+    // Offsets of full points: < plane <= INT32_MAX (the others' are unused;
+    // indices lie in [-1, size), so none overflows).
+    StoreI8(t->row_off[0] + b, y0 * width + x0);
+    StoreI8(t->row_off[1] + b, y1 * width + x0);
+    const F8 wx0 = Load8(t->w[0][0] + b), wx1 = Load8(t->w[0][1] + b);
+    const F8 wy0 = Load8(t->w[1][0] + b), wy1 = Load8(t->w[1][1] + b);
+    // Weights of taps (y0, x0), (y0, x1), (y1, x0), (y1, x1), then per point:
+    // u0 holds points 0 and 4, u1 points 1 and 5, u2 2 and 6, u3 3 and 7.
+    const F8 w00 = wx0 * wy0, w01 = wx1 * wy0, w10 = wx0 * wy1, w11 = wx1 * wy1;
+    const F8 t0 = __builtin_shufflevector(w00, w01, 0, 8, 1, 9, 4, 12, 5, 13);
+    const F8 t1 = __builtin_shufflevector(w00, w01, 2, 10, 3, 11, 6, 14, 7, 15);
+    const F8 t2 = __builtin_shufflevector(w10, w11, 0, 8, 1, 9, 4, 12, 5, 13);
+    const F8 t3 = __builtin_shufflevector(w10, w11, 2, 10, 3, 11, 6, 14, 7, 15);
+    const F8 u0 = __builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13);
+    const F8 u1 = __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15);
+    const F8 u2 = __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13);
+    const F8 u3 = __builtin_shufflevector(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15);
+    Store8(t->tap_w[b], __builtin_shufflevector(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11));
+    Store8(t->tap_w[b + 2], __builtin_shufflevector(u2, u3, 0, 1, 2, 3, 8, 9, 10, 11));
+    Store8(t->tap_w[b + 4], __builtin_shufflevector(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15));
+    Store8(t->tap_w[b + 6], __builtin_shufflevector(u2, u3, 4, 5, 6, 7, 12, 13, 14, 15));
     // Taps in range: (x0 in + x1 in) * (y0 in + y1 in).
-    alignas(32) int32_t count[8];
-    _mm256_store_si256(
-        reinterpret_cast<__m256i*>(count),
-        _mm256_mullo_epi32(
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(x0_in, x1_in)),
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(y0_in, y1_in))));
-    const unsigned lanes = cnt - b >= 8 ? 0xFFu : (1u << (cnt - b)) - 1;
-    unsigned full_bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(full)));
-    unsigned part_bits = ~full_bits & lanes;
-    full_bits &= lanes;
-    for (; full_bits != 0; full_bits &= full_bits - 1) {
-      t->full[n_full++] = b + __builtin_ctz(full_bits);
-    }
-    for (; part_bits != 0; part_bits &= part_bits - 1) {
-      const int i = __builtin_ctz(part_bits);
-      taps[n_part] = static_cast<uint8_t>(count[i]);
-      unsorted[n_part++] = b + i;
+    const I8 count = (x0_in + x1_in) * (y0_in + y1_in);
+    const int lanes = std::min(8, cnt - b);
+    for (int i = 0; i < lanes; ++i) {
+      if (full[i] != 0) {
+        t->full[n_full++] = b + i;
+      } else {
+        taps[n_part] = static_cast<uint8_t>(count[i]);
+        unsorted[n_part++] = b + i;
+      }
     }
   }
   t->n_full = n_full;
@@ -151,9 +129,8 @@ struct Planes {
 // grad_input (kGi) and the per-tap channel sums (kGrad), two rows of two
 // taps at a time.
 template <int kG, bool kGi, bool kGrad>
-__attribute__((target("avx2,fma"))) void FullPoints(const Planes<kG>& planes,
-                                                    const BilinearBackwardBlock& blk,
-                                                    Tables* __restrict t) {
+GS_CPU_VECTOR void FullPoints(const Planes<kG>& planes, const BilinearBackwardBlock& blk,
+                              Tables* __restrict t) {
   for (int i = 0; i < t->n_full; ++i) {
     const int b = t->full[i];
     const int64_t p = blk.pidx[b];
@@ -180,7 +157,7 @@ __attribute__((target("avx2,fma"))) void FullPoints(const Planes<kG>& planes,
 
 // The other points: their in-range taps, in tap order, in part_off and (the
 // weights) tap_w.
-__attribute__((target("avx2,fma"))) void PartTaps(const Geometry& g, Tables* __restrict t) {
+GS_CPU_VECTOR void PartTaps(const Geometry& g, Tables* __restrict t) {
   const int32_t w32 = static_cast<int32_t>(g.w);
   for (int i = t->part_begin[0]; i < t->part_begin[5]; ++i) {
     const int b = t->part[i];
@@ -198,9 +175,8 @@ __attribute__((target("avx2,fma"))) void PartTaps(const Geometry& g, Tables* __r
 
 // The other points, channels of `planes`: as FullPoints, tap by tap.
 template <int kG, bool kGi, bool kGrad>
-__attribute__((target("avx2,fma"))) void PartPoints(const Planes<kG>& planes,
-                                                    const BilinearBackwardBlock& blk,
-                                                    Tables* __restrict t) {
+GS_CPU_VECTOR void PartPoints(const Planes<kG>& planes, const BilinearBackwardBlock& blk,
+                              Tables* __restrict t) {
   for (int nt = 1; nt <= 4; ++nt) {
     for (int i = t->part_begin[nt]; i < t->part_begin[nt + 1]; ++i) {
       const int b = t->part[i];
@@ -225,9 +201,8 @@ __attribute__((target("avx2,fma"))) void PartPoints(const Planes<kG>& planes,
 
 // All points, channel groups of up to 4 (any grouping gives the same sums).
 template <bool kGi, bool kGrad>
-__attribute__((target("avx2,fma"))) void AllPoints(const Geometry& g,
-                                                   const BilinearBackwardBlock& blk,
-                                                   Tables* __restrict t) {
+GS_CPU_VECTOR void AllPoints(const Geometry& g, const BilinearBackwardBlock& blk,
+                             Tables* __restrict t) {
   auto group = [&](auto size, int64_t c) {
     constexpr int kG = decltype(size)::value;
     const Planes<kG> planes(g, blk, c);
@@ -248,8 +223,7 @@ __attribute__((target("avx2,fma"))) void AllPoints(const Geometry& g,
 // range, in tap order): sum over taps of d(weight)/d(coordinate) * A, the
 // derivatives of bilinear's weights being -1 and +1 times the other axis'
 // weight; then times the chain factor.
-__attribute__((target("avx2,fma"))) void FoldGrid(const BilinearBackwardBlock& blk,
-                                                  const Tables* __restrict t) {
+GS_CPU_VECTOR void FoldGrid(const BilinearBackwardBlock& blk, const Tables* __restrict t) {
   for (int b = 0; b < blk.cnt; ++b) {
     const float* a = t->tap_sum[b];
     float sx = 0.f, sy = 0.f;
@@ -270,8 +244,8 @@ __attribute__((target("avx2,fma"))) void FoldGrid(const BilinearBackwardBlock& b
 
 }  // namespace
 
-void BilinearBackwardBlockAvx2F32(const Geometry& g, const BilinearBackwardBlock& blk,
-                                  BilinearBackwardTables* tables) {
+void BilinearBackwardBlockF32(const Geometry& g, const BilinearBackwardBlock& blk,
+                              BilinearBackwardTables* tables) {
   FillAxes(g, blk, tables);
   SortPoints(g, blk.cnt, tables);
   PartTaps(g, tables);
@@ -286,13 +260,5 @@ void BilinearBackwardBlockAvx2F32(const Geometry& g, const BilinearBackwardBlock
   }
   if (grad) FoldGrid(blk, tables);
 }
-
-#else  // !GS_CPU_HAVE_AVX2_PATH
-
-bool BilinearBackwardBlockFits(const Geometry&) { return false; }
-void BilinearBackwardBlockAvx2F32(const Geometry&, const BilinearBackwardBlock&,
-                                  BilinearBackwardTables*) {}
-
-#endif  // GS_CPU_HAVE_AVX2_PATH
 
 }  // namespace gs_cpu
