@@ -151,9 +151,7 @@ def main() -> None:
 
     def time_all(which: str, repeats: int) -> list[tuple[float, float]]:
         # One untimed pass over the library's cases first: otherwise the first case timed in a
-        # stretch ran 10-20 % slower than it does later in the stretch (moved to the end of
-        # CASES, 2D bilinear zeros fwd went 0.25-0.33 -> 0.23-0.24 ms; its replacement as
-        # first case went 0.24-0.26 -> 0.28-0.30 ms).
+        # stretch runs slower than it does later in the stretch, whichever case is first.
         for fns in runs[which]:
             for fn in fns or ():
                 fn()
