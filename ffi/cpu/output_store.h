@@ -16,10 +16,6 @@
 #include "grid_sample_cpu.h"
 #include "vec8.h"
 
-#if GS_CPU_HAVE_AVX2_PATH
-#include <immintrin.h>
-#endif
-
 namespace gs_cpu {
 
 // Float32 outputs of at least this many bytes are streamed.
@@ -43,29 +39,17 @@ inline bool StreamsOutput(const Geometry& g) {
 // that starts unaligned is stored the ordinary way throughout), on x86-64;
 // ordinary stores elsewhere.
 GS_CPU_VECTOR_INLINE void StoreOutput(float* p, F8 v, bool stream) {
-#if GS_CPU_HAVE_AVX2_PATH
-  if (stream && (reinterpret_cast<uintptr_t>(p) & 31) == 0) return _mm256_stream_ps(p, v);
-#endif
+  if (stream && (reinterpret_cast<uintptr_t>(p) & 31) == 0) return StreamStore8(p, v);
   Store8(p, v);
 }
 
 // 8 floats at p (32-byte aligned), non-temporal on x86-64.
-GS_CPU_VECTOR_INLINE void StreamOutput(float* p, F8 v) {
-#if GS_CPU_HAVE_AVX2_PATH
-  _mm256_stream_ps(p, v);
-#else
-  Store8(p, v);
-#endif
-}
+GS_CPU_VECTOR_INLINE void StreamOutput(float* p, F8 v) { StreamStore8(p, v); }
 
 // Orders a task's non-temporal stores before whatever it does next (the
 // pool's completion signal): call at the end of each chunk that streamed.
 GS_CPU_VECTOR_INLINE void FinishOutputStores(bool stream) {
-#if GS_CPU_HAVE_AVX2_PATH
-  if (stream) _mm_sfence();
-#else
-  (void)stream;
-#endif
+  if (stream) StreamFence();
 }
 
 }  // namespace gs_cpu

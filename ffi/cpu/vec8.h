@@ -6,6 +6,8 @@
 // Each lane computes what the scalar code computes: a * b + c is a
 // multiply, then an add (contraction is off for the kernels), and Fma is
 // std::fma lane by lane, a vector fused multiply-add (NEON's, or AVX2's).
+// The only file of the CPU kernels with instruction-set intrinsics: each
+// has a portable form beside it (#else), which the same tests check.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_VEC8_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_VEC8_H_
 
@@ -33,6 +35,23 @@ GS_CPU_VECTOR_INLINE F8 Load8(const float* p) {
 }
 
 GS_CPU_VECTOR_INLINE void Store8(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
+
+// 8 floats at p (32-byte aligned): a non-temporal store on x86-64 (see
+// output_store.h), an ordinary one elsewhere.
+GS_CPU_VECTOR_INLINE void StreamStore8(float* p, F8 v) {
+#if GS_CPU_HAVE_AVX2_PATH
+  _mm256_stream_ps(p, v);
+#else
+  Store8(p, v);
+#endif
+}
+
+// Orders earlier non-temporal stores before later stores.
+GS_CPU_VECTOR_INLINE void StreamFence() {
+#if GS_CPU_HAVE_AVX2_PATH
+  _mm_sfence();
+#endif
+}
 
 GS_CPU_VECTOR_INLINE I8 LoadI8(const int32_t* p) {
   I8 v;
