@@ -8,7 +8,6 @@
 #include <type_traits>
 
 #include "../common/grid_sample_math.h"
-#include "gather_sampler.h"
 #include "grid_sample_cpu.h"
 #include "soa_taps.h"
 #include "tap_row.h"

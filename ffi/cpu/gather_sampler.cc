@@ -197,7 +197,7 @@ GS_CPU_VECTOR_INLINE F8 BicubicDot(const float* src, const SoaTaps<K, kInterp>* 
 }
 
 // Nearest, points b .. b + 7 of one plane: eight plain loads at the safe
-// offsets (cheaper than a masked gather on AMD cores), lanes out of range
+// offsets (a masked gather is slow on some x86-64 cores), lanes out of range
 // zeroed. A tap's weight is 1, so GatherDot's multiply-add with it is an add
 // of 0, which gives the same bits; so no weight is loaded. The offsets come
 // two per 8-byte load (the sampling loops are bound by their loads).
@@ -260,7 +260,7 @@ GS_CPU_VECTOR_INLINE bool RowGroups(const float* __restrict src, const float* co
     for (int u = 0; u < 2; ++u) {
       if constexpr (kCheck) bad[u] |= (I8)(a[u] - a[u]);
       if constexpr (kStream) {
-        StreamOutput(dst + b + 8 * u, a[u]);
+        StreamStore8(dst + b + 8 * u, a[u]);
       } else {
         Store8(dst + b + 8 * u, a[u]);
       }

@@ -8,7 +8,6 @@
 #include <memory>
 
 #include "../common/grid_sample_math.h"
-#include "gather_sampler.h"
 #include "grid_sample_cpu.h"
 #include "output_store.h"
 #include "soa_taps.h"

@@ -43,9 +43,6 @@ GS_CPU_VECTOR_INLINE void StoreOutput(float* p, F8 v, bool stream) {
   Store8(p, v);
 }
 
-// 8 floats at p (32-byte aligned), non-temporal on x86-64.
-GS_CPU_VECTOR_INLINE void StreamOutput(float* p, F8 v) { StreamStore8(p, v); }
-
 // Orders a task's non-temporal stores before whatever it does next (the
 // pool's completion signal): call at the end of each chunk that streamed.
 GS_CPU_VECTOR_INLINE void FinishOutputStores(bool stream) {

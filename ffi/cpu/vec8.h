@@ -7,7 +7,8 @@
 // multiply, then an add (contraction is off for the kernels), and Fma is
 // std::fma lane by lane, a vector fused multiply-add (NEON's, or AVX2's).
 // The only file of the CPU kernels with instruction-set intrinsics: each
-// has a portable form beside it (#else), which the same tests check.
+// has a portable form beside it (#else), the one aarch64 builds (but for
+// Fma, which has NEON's there), so the suite run on aarch64 checks them.
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_VEC8_H_
 #define JAX_GRIDSAMPLE_FFI_CPU_VEC8_H_
 
