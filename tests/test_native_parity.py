@@ -681,6 +681,12 @@ def test_forward_strategies():
                 jax.block_until_ready(native_forward(x, grid, MODES[mode], PADDINGS[padding],
                                                      align_corners, channels_last,
                                                      strategy=strategy))
+    # The error names the call's dtype, also where the kernel computes in float32.
+    (_, mode, padding, align_corners, _), x, grid = cases[0]
+    with pytest.raises(Exception, match=r"cannot compute this forward \(float16, channels first"):
+        jax.block_until_ready(native_forward(x[:1].astype(np.float16), grid[:1].astype(np.float16),
+                                             MODES[mode], PADDINGS[padding], align_corners,
+                                             strategy=FORWARD_STRATEGIES["tiles"]))
 
 
 BACKWARD_STRATEGIES = {"portable": 0, "bilinear_block": 1, "nearest_ranges": 2,
@@ -756,6 +762,11 @@ def test_backward_strategies():
             jax.block_until_ready(native_backward(grad_outputs[0], x, grid, MODES[mode],
                                                   PADDINGS[padding], align_corners,
                                                   strategy=strategy))
+    with pytest.raises(Exception, match=r"cannot compute this backward \(bfloat16, channels"):
+        jax.block_until_ready(native_backward(*(jnp.asarray(a, jnp.bfloat16) for a in
+                                                (grad_outputs[0][:1], x[:1], grid[:1])),
+                                              MODES[mode], PADDINGS[padding], align_corners,
+                                              strategy=BACKWARD_STRATEGIES["nearest_ranges"]))
 
 
 # --- non-finite and huge coordinates ----------------------------------------------------------

@@ -574,8 +574,7 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
     return err;
   }
   BackwardStrategy chosen;
-  if (ffi::Error err =
-          ResolveBackwardStrategy(strategy, g, KernelDType(dt), interpolation, &chosen);
+  if (ffi::Error err = ResolveBackwardStrategy(strategy, g, dt, interpolation, &chosen);
       !err.success()) {
     return err;
   }

@@ -275,17 +275,22 @@ GS_CPU_INLINE int CompactTaps(bool need_grad, int64_t b, TapBlock<T, K, kInterp>
 }
 
 // FillTaps with the padding and align_corners values `pad`, `align` (see
-// AxisTapsSoa).
+// AxisTapsSoa); without `lists`, pass 2 only (FillTapTable).
 template <typename T, int K, int kInterp>
 GS_CPU_INLINE void FillTapsFor(const T* grid, int64_t count, const Geometry& g, int64_t pad,
                                bool align, bool need_grad, TapBlock<T, K, kInterp>* tb,
-                               int64_t band_lo, int64_t band_hi, bool compact) {
+                               int64_t band_lo, int64_t band_hi, bool lists) {
   using TB = TapBlock<T, K, kInterp>;
   constexpr int kTaps = TB::kTaps;
-  // Pass 1: per axis, vectorized; then the band restriction on the last axis.
+  // Pass 1: per axis, vectorized.
   AxisTaps<T, K, kInterp>(grid, count, g.w, pad, align, 0, tb);
   AxisTaps<T, K, kInterp>(grid, count, g.h, pad, align, 1, tb);
   if constexpr (K == 3) AxisTaps<T, K, kInterp>(grid, count, g.d, pad, align, 2, tb);
+  if (!lists) {
+    for (int64_t b = 0; b < count; ++b) ProductTaps(g, need_grad, b, tb);
+    return;
+  }
+  // The band restriction on the last axis.
   for (int i = 0; i < TB::kT1; ++i) {
     int64_t* last = tb->aidx[K - 1][i];
     for (int64_t b = 0; b < count; ++b) {
@@ -301,7 +306,7 @@ GS_CPU_INLINE void FillTapsFor(const T* grid, int64_t count, const Geometry& g, 
       tb->full[n_full++] = static_cast<int>(b);
     } else {
       tb->part[n_part++] = static_cast<int>(b);
-      tb->ntaps[b] = compact ? CompactTaps(need_grad, b, tb) : kTaps;
+      tb->ntaps[b] = CompactTaps(need_grad, b, tb);
     }
   }
   tb->n_full = n_full;
@@ -365,18 +370,25 @@ void WithTapConstants(const Geometry& g, F&& f) {
 }
 
 // Fills `tb` for `count` (<= kBlock) points whose coordinates start at
-// `grid` (k values per point, x first). Taps whose index along the last axis
+// `grid` (k values per point, x first), with the `full` and `part` lists and
+// each part point's in-range taps first. Taps whose index along the last axis
 // (y in 2D, z in 3D) is outside [band_lo, band_hi) count as out of range:
 // the backward uses this to keep a task within the grad_input band it owns.
-// Without `compact`, the taps of `part` points stay in tap order, those out
-// of range with offset -1 (the forward's sums need each tap's place).
 template <typename T, int K, int kInterp>
 void FillTaps(const T* grid, int64_t count, const Geometry& g, bool need_grad,
               TapBlock<T, K, kInterp>* tb, int64_t band_lo = 0,
-              int64_t band_hi = std::numeric_limits<int64_t>::max(), bool compact = true) {
+              int64_t band_hi = std::numeric_limits<int64_t>::max()) {
   WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi,
-                               compact);
+    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi, true);
+  });
+}
+
+// The forward's tables: every tap in its place (offset -1 out of range), no
+// lists, no weight derivatives.
+template <typename T, int K, int kInterp>
+void FillTapTable(const T* grid, int64_t count, const Geometry& g, TapBlock<T, K, kInterp>* tb) {
+  WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
+    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, false, tb, 0, 0, false);
   });
 }
 

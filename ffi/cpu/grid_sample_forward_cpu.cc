@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -63,8 +62,7 @@ GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* gri
   auto tb = NewTapBlock<TB>();
   for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
     const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
-    FillTaps<T, K, kInterp>(grid + (n * points + p0) * K, cnt, g, false, tb.get(), 0,
-                            std::numeric_limits<int64_t>::max(), false);
+    FillTapTable<T, K, kInterp>(grid + (n * points + p0) * K, cnt, g, tb.get());
     if constexpr (!kChannelsLast) {
       for (int64_t c = 0; c < channels; ++c) {
         const T* src = input + (n * channels + c) * plane;
@@ -225,8 +223,8 @@ ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
   }
   const ffi::DataType dt = input.element_type();
   ForwardStrategy chosen;
-  if (ffi::Error err = ResolveForwardStrategy(strategy, g, KernelDType(dt), interpolation,
-                                              pool.num_threads(), &chosen);
+  if (ffi::Error err =
+          ResolveForwardStrategy(strategy, g, dt, interpolation, pool.num_threads(), &chosen);
       !err.success()) {
     return err;
   }

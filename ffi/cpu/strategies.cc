@@ -62,7 +62,7 @@ ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t inter
   return ForwardStrategy::kGather;
 }
 
-// The error of a strategy that cannot take the call.
+// The error of a strategy that cannot take the call (`dt`: the call's dtype).
 ffi::Error Refused(const char* direction, int64_t requested, const Geometry& g, ffi::DataType dt) {
   return InvalidArgument("attribute strategy " + std::to_string(requested) +
                          " cannot compute this " + direction + " (" + DTypeName(dt) + ", " +
@@ -72,11 +72,11 @@ ffi::Error Refused(const char* direction, int64_t requested, const Geometry& g, 
 ffi::Error ResolveForwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
                                   int64_t interpolation, int64_t threads, ForwardStrategy* chosen) {
   if (requested == static_cast<int64_t>(ForwardStrategy::kAuto)) {
-    *chosen = ChooseForward(g, dt, interpolation, threads);
+    *chosen = ChooseForward(g, KernelDType(dt), interpolation, threads);
     return ffi::Error::Success();
   }
   const auto strategy = static_cast<ForwardStrategy>(requested);
-  if (requested < 0 || requested > 3 || !ForwardCanTake(strategy, g, dt)) {
+  if (requested < 0 || requested > 3 || !ForwardCanTake(strategy, g, KernelDType(dt))) {
     return Refused("forward", requested, g, dt);
   }
   *chosen = strategy;
@@ -113,11 +113,12 @@ BackwardStrategy ChooseBackward(const Geometry& g, ffi::DataType dt, int64_t int
 ffi::Error ResolveBackwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
                                    int64_t interpolation, BackwardStrategy* chosen) {
   if (requested == static_cast<int64_t>(BackwardStrategy::kAuto)) {
-    *chosen = ChooseBackward(g, dt, interpolation);
+    *chosen = ChooseBackward(g, KernelDType(dt), interpolation);
     return ffi::Error::Success();
   }
   const auto strategy = static_cast<BackwardStrategy>(requested);
-  if (requested < 0 || requested > 3 || !BackwardCanTake(strategy, g, dt, interpolation)) {
+  if (requested < 0 || requested > 3 ||
+      !BackwardCanTake(strategy, g, KernelDType(dt), interpolation)) {
     return Refused("backward", requested, g, dt);
   }
   *chosen = strategy;

@@ -52,7 +52,8 @@ ForwardStrategy ChooseForward(const Geometry& g, ffi::DataType dt, int64_t inter
                               int64_t threads);
 
 // `requested` (kAuto or a forced value) as the strategy to run, or an error
-// naming the attribute when it is unknown or cannot take the call.
+// naming the attribute when it is unknown or cannot take the call (`dt`: the
+// call's dtype, half types included).
 ffi::Error ResolveForwardStrategy(int64_t requested, const Geometry& g, ffi::DataType dt,
                                   int64_t interpolation, int64_t threads, ForwardStrategy* chosen);
 
