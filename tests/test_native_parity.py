@@ -676,7 +676,7 @@ def test_forward_strategies():
     # Refused: a strategy the case's layout excludes (or this CPU lacks), and an unknown one.
     for (_, mode, padding, align_corners, channels_last), x, grid in cases[:2]:
         refused = [name for name in FORWARD_STRATEGIES if not forward_can_take(name, channels_last)]
-        for strategy in [FORWARD_STRATEGIES[name] for name in refused] + [7]:
+        for strategy in [FORWARD_STRATEGIES[name] for name in refused] + [7, -2]:
             with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
                 jax.block_until_ready(native_forward(x, grid, MODES[mode], PADDINGS[padding],
                                                      align_corners, channels_last,
@@ -689,14 +689,12 @@ def test_forward_strategies():
                                              strategy=FORWARD_STRATEGIES["tiles"]))
 
 
-BACKWARD_STRATEGIES = {"portable": 0, "bilinear_block": 1, "nearest_ranges": 2,
-                       "channels_last_avx2": 3}
+BACKWARD_STRATEGIES = {"portable": 0, "nearest_ranges": 1, "channels_last_avx2": 2}
 
 
 def backward_can_take(strategy, dims, mode, channels_last):
     """strategies.cc's BackwardCanTake for float32 (every plane offset fits int32 here)."""
     return {"portable": True,
-            "bilinear_block": VECTOR and dims == 2 and mode == "bilinear" and not channels_last,
             "nearest_ranges": VECTOR and mode == "nearest" and not channels_last,
             "channels_last_avx2": AVX2 and channels_last}[strategy]
 
@@ -732,7 +730,7 @@ def test_backward_strategies():
         entry = results.setdefault(i, {}).setdefault(name, {})
         entry["grid_only" if not mask[0] else "both"] = (
             None if gi is None else np.asarray(gi), np.asarray(gg))
-    assert len({name for _, name, _ in calls}) == (4 if AVX2 else 3 if VECTOR else 1)
+    assert len({name for _, name, _ in calls}) == (3 if AVX2 else 2 if VECTOR else 1)
     for i, ((dims, mode, padding, align_corners, channels_last), x, grid) in enumerate(cases):
         what = f"{dims}d {mode} {padding} align_corners={align_corners} cl={channels_last}"
         by_name = results[i]
@@ -756,8 +754,8 @@ def test_backward_strategies():
                         assert_close(gi[:1], egi, TOL["float32"], f"grad_input, {where}")
                     assert_close(gg[:1], egg, TOL["float32"], f"grad_grid, {where}")
     (_, mode, padding, align_corners, _), x, grid = cases[0]
-    refused = ["nearest_ranges", "channels_last_avx2"] + ([] if VECTOR else ["bilinear_block"])
-    for strategy in [BACKWARD_STRATEGIES[name] for name in refused] + [7]:
+    refused = ["nearest_ranges", "channels_last_avx2"]
+    for strategy in [BACKWARD_STRATEGIES[name] for name in refused] + [7, -2]:
         with pytest.raises(Exception, match=f"attribute strategy {strategy} cannot"):
             jax.block_until_ready(native_backward(grad_outputs[0], x, grid, MODES[mode],
                                                   PADDINGS[padding], align_corners,

@@ -86,17 +86,6 @@ GS_CPU_INLINE void ChannelsLastPoints(const ChannelsLastBlock<T>& blk,
   }
 }
 
-#if GS_CPU_HAVE_AVX2_PATH
-// The same source compiled for AVX2 + FMA, float32 (call only when
-// HasAvx2Fma()): eight lanes a vector. Contraction is off, so the same bits.
-template <int K, int kInterp>
-__attribute__((target("avx2,fma"))) void ChannelsLastPointsAvx2F32(
-    const ChannelsLastBlock<float>& blk, const TapBlock<float, K, kInterp>& tb, int cnt,
-    const int64_t* pidx, float* gacc) {
-  ChannelsLastPoints(blk, tb, cnt, pidx, gacc);
-}
-#endif
-
 }  // namespace gs_cpu
 
 #endif  // JAX_GRIDSAMPLE_FFI_CPU_CHANNELS_LAST_BACKWARD_H_

@@ -17,7 +17,6 @@
 
 #include "../common/ffi_contract.h"
 #include "backward_bands.h"
-#include "bilinear_backward_block.h"
 #include "channels_last_backward.h"
 #include "grid_sample_cpu.h"
 #include "half_precision.h"
@@ -123,11 +122,10 @@ class GenericBlock {
   // point form, one form less to compile).
   static constexpr bool kRows = !kChannelsLast;
 
-  GenericBlock(const Geometry& g, const BackwardArrays<T>& arrays, bool avx2_channels_last,
-               bool grad)
+  GenericBlock(const Geometry& g, const BackwardArrays<T>& arrays, bool avx2, bool grad)
       : g_(g),
         a_(arrays),
-        avx2_cl_(avx2_channels_last),
+        avx2_(avx2),
         grad_(grad),
         tb_(NewTapBlock<TB>()),
         gacc_(grad ? new T[kBlock * K] : nullptr),
@@ -139,11 +137,7 @@ class GenericBlock {
            T* grid_out) {
     FillTaps<T, K, kInterp>(block_grid, cnt, g_, grad_, tb_.get(), t.band_lo, t.band_hi);
     if (grad_) std::fill(gacc_.get(), gacc_.get() + cnt * K, T(0));
-    if constexpr (kChannelsLast) {
-      ChannelsLast(t, pidx, cnt);
-    } else {
-      Rows(t, pidx, cnt);
-    }
+    ChannelLoops(t, pidx, cnt);
     if (grad_) {
       for (int b = 0; b < cnt; ++b) {
         for (int a = 0; a < K; ++a) grid_out[b * K + a] = gacc_[b * K + a] * tb_->adm[a][b];
@@ -152,11 +146,38 @@ class GenericBlock {
   }
 
  private:
+  // The channel loops of a block: channels first or last, the AVX2 build
+  // where the strategy says so.
+  void ChannelLoops(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
+#if GS_CPU_HAVE_AVX2_PATH
+    if constexpr (std::is_same_v<T, float>) {
+      if (avx2_) return LoopsAvx2(t, pidx, cnt);
+    }
+#endif
+    Loops(t, pidx, cnt);
+  }
+
+  void Loops(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
+    if constexpr (kChannelsLast) {
+      ChannelsLast(t, pidx, cnt);
+    } else {
+      Rows(t, pidx, cnt);
+    }
+  }
+
+#if GS_CPU_HAVE_AVX2_PATH
+  // The same loops compiled for AVX2 + FMA (kChannelsLastAvx2, float32; run only
+  // where HasAvx2Fma()). Contraction is off, so the same bits.
+  __attribute__((target("avx2,fma"), flatten)) void LoopsAvx2(const BackwardTask<T>& t,
+                                                              const int64_t* pidx, int cnt) {
+    Loops(t, pidx, cnt);
+  }
+#endif
+
   // Channels first. The grid gradient is kept as per-tap sums over channels,
   // A[t] = sum_c gv * input[t] (channels added in channel order), folded with
   // the weight derivatives once per point: sum_t dw[t] * A[t], taps in order.
-  // The one order of every channels-first strategy (bilinear_backward_block.h
-  // keeps it too).
+  // The one order of every channels-first strategy.
   void Rows(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
     if (grad_) std::fill(acc_.get(), acc_.get() + cnt * kTaps, T(0));
     if (t.gi != nullptr && grad_) {
@@ -262,78 +283,29 @@ class GenericBlock {
                                   cstride,
                                   t.c_begin,
                                   t.c_end};
-    T* sums = grad_ ? gacc_.get() : nullptr;
-#if GS_CPU_HAVE_AVX2_PATH
-    if constexpr (std::is_same_v<T, float>) {
-      if (avx2_cl_) return ChannelsLastPointsAvx2F32<K, kInterp>(cl, *tb_, cnt, pidx, sums);
-    }
-#endif
-    ChannelsLastPoints(cl, *tb_, cnt, pidx, sums);
+    ChannelsLastPoints(cl, *tb_, cnt, pidx, grad_ ? gacc_.get() : nullptr);
   }
 
   const Geometry& g_;
   const BackwardArrays<T>& a_;
-  const bool avx2_cl_, grad_;
+  const bool avx2_, grad_;
   std::unique_ptr<TB> tb_;
   std::unique_ptr<T[]> gacc_, acc_;
 };
 
-// 2D bilinear float32 channels first: the vector block
-// (bilinear_backward_block.h).
-class BilinearBlock {
- public:
-  explicit BilinearBlock(const Geometry& g, const BackwardArrays<float>& arrays, bool grad)
-      : g_(g),
-        a_(arrays),
-        tables_(new BilinearBackwardTables),
-        grid_(grad ? new float[2 * kBilinearBackwardBlock] : nullptr) {}
-
-  void Run(const BackwardTask<float>& t, const int64_t* pidx, const float* block_grid, int cnt,
-           float* grid_out) {
-    const BilinearBackwardBlock block{block_grid,  pidx,     cnt,       t.n,
-                                      t.c_begin,   t.c_end,  t.band_lo, t.band_hi,
-                                      a_.grad_out, a_.input, t.gi,      grid_.get()};
-    BilinearBackwardBlockF32(g_, block, tables_.get());
-    if (grid_out != nullptr) std::copy(grid_.get(), grid_.get() + 2 * cnt, grid_out);
-  }
-
- private:
-  const Geometry& g_;
-  const BackwardArrays<float>& a_;
-  std::unique_ptr<BilinearBackwardTables> tables_;
-  std::unique_ptr<float[]> grid_;
-};
-
-// Runs task t's points through `Block` in blocks of kBlock points.
-template <int K, int64_t kBlock, typename Block, typename T>
-void RunBlocks(Block& block, const BackwardTask<T>& t) {
-  std::unique_ptr<int64_t[]> pidx(new int64_t[kBlock]);
-  for (int64_t j0 = 0; j0 < t.count; j0 += kBlock) {
-    const int cnt = static_cast<int>(std::min(kBlock, t.count - j0));
-    for (int b = 0; b < cnt; ++b) pidx[b] = t.list != nullptr ? t.list[j0 + b] : t.p_begin + j0 + b;
-    const T* block_grid = t.coords + j0 * K;
-    T* grid_out = t.grid_out != nullptr ? t.grid_out + j0 * K : nullptr;
-    block.Run(t, pidx.get(), block_grid, cnt, grid_out);
-  }
-}
-
-// Task t's points: the strategy's block.
+// Task t's points, in blocks of the generic block's size.
 template <typename T, int K, int kInterp, bool kChannelsLast>
 void RunTask(const Geometry& g, const BackwardArrays<T>& arrays, BackwardStrategy strategy,
              const BackwardTask<T>& t) {
-  using Generic = GenericBlock<T, K, kInterp, kChannelsLast>;
-  const bool grad = t.grid_out != nullptr;
-  constexpr bool kBilinear2D =
-      !kChannelsLast && K == 2 && kInterp == gs::kBilinear && std::is_same_v<T, float>;
-  if constexpr (kBilinear2D) {
-    static_assert(Generic::kBlock == kBilinearBackwardBlock);
-    if (strategy == BackwardStrategy::kBilinearBlock) {
-      BilinearBlock block(g, arrays, grad);
-      return RunBlocks<K, Generic::kBlock>(block, t);
-    }
+  using Block = GenericBlock<T, K, kInterp, kChannelsLast>;
+  Block block(g, arrays, strategy == BackwardStrategy::kChannelsLastAvx2, t.grid_out != nullptr);
+  std::unique_ptr<int64_t[]> pidx(new int64_t[Block::kBlock]);
+  for (int64_t j0 = 0; j0 < t.count; j0 += Block::kBlock) {
+    const int cnt = static_cast<int>(std::min(Block::kBlock, t.count - j0));
+    for (int b = 0; b < cnt; ++b) pidx[b] = t.list != nullptr ? t.list[j0 + b] : t.p_begin + j0 + b;
+    T* grid_out = t.grid_out != nullptr ? t.grid_out + j0 * K : nullptr;
+    block.Run(t, pidx.get(), t.coords + j0 * K, cnt, grid_out);
   }
-  Generic block(g, arrays, strategy == BackwardStrategy::kChannelsLastAvx2, grad);
-  RunBlocks<K, Generic::kBlock>(block, t);
 }
 
 // Zeroes the part of grad_input task t owns: its channels x its band.

@@ -76,7 +76,7 @@ ffi::Error ResolveForwardStrategy(int64_t requested, const Geometry& g, ffi::Dat
     return ffi::Error::Success();
   }
   const auto strategy = static_cast<ForwardStrategy>(requested);
-  if (requested < 0 || requested > 3 || !ForwardCanTake(strategy, g, KernelDType(dt))) {
+  if (!ForwardCanTake(strategy, g, KernelDType(dt))) {  // unknown values too
     return Refused("forward", requested, g, dt);
   }
   *chosen = strategy;
@@ -87,8 +87,6 @@ bool BackwardCanTake(BackwardStrategy strategy, const Geometry& g, ffi::DataType
                      int64_t interpolation) {
   switch (strategy) {
     case BackwardStrategy::kPortable: return true;
-    case BackwardStrategy::kBilinearBlock:
-      return VectorTakes(g, dt) && g.k == 2 && interpolation == gs::kBilinear && !g.channels_last;
     case BackwardStrategy::kNearestRanges:
       return VectorTakes(g, dt) && interpolation == gs::kNearest && !g.channels_last;
     case BackwardStrategy::kChannelsLastAvx2: return Avx2Takes(g, dt) && g.channels_last;
@@ -103,9 +101,6 @@ BackwardStrategy ChooseBackward(const Geometry& g, ffi::DataType dt, int64_t int
   if (interpolation == gs::kNearest && !g.channels_last && NearestStagingRanges(g) <= 2) {
     return BackwardStrategy::kNearestRanges;
   }
-  if (BackwardCanTake(BackwardStrategy::kBilinearBlock, g, dt, interpolation)) {
-    return BackwardStrategy::kBilinearBlock;
-  }
   return g.channels_last && HasAvx2Fma() ? BackwardStrategy::kChannelsLastAvx2
                                          : BackwardStrategy::kPortable;
 }
@@ -117,8 +112,7 @@ ffi::Error ResolveBackwardStrategy(int64_t requested, const Geometry& g, ffi::Da
     return ffi::Error::Success();
   }
   const auto strategy = static_cast<BackwardStrategy>(requested);
-  if (requested < 0 || requested > 3 ||
-      !BackwardCanTake(strategy, g, KernelDType(dt), interpolation)) {
+  if (!BackwardCanTake(strategy, g, KernelDType(dt), interpolation)) {  // unknown values too
     return Refused("backward", requested, g, dt);
   }
   *chosen = strategy;

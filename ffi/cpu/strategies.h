@@ -32,10 +32,9 @@ enum class ForwardStrategy : int64_t {
 enum class BackwardStrategy : int64_t {
   kAuto = -1,
   kPortable = 0,          // tap tables per block of points, plain loops (any dtype)
-  kBilinearBlock = 1,     // 2D bilinear channels first: per-axis tables, vector loops
-  kNearestRanges = 2,     // nearest channels first: tasks own ranges of plane elements, staged
+  kNearestRanges = 1,     // nearest channels first: tasks own ranges of plane elements, staged
                           // vector adds
-  kChannelsLastAvx2 = 3,  // channels last: kPortable's loops compiled for AVX2 + FMA
+  kChannelsLastAvx2 = 2,  // channels last: kPortable's loops compiled for AVX2 + FMA
 };
 
 // The dtype the kernels compute in: float16 and bfloat16 run float32's
