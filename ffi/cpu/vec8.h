@@ -60,8 +60,6 @@ GS_CPU_VECTOR_INLINE I8 LoadI8(const int32_t* p) {
   return v;
 }
 
-GS_CPU_VECTOR_INLINE void StoreI8(int32_t* p, I8 v) { std::memcpy(p, &v, sizeof v); }
-
 // The first n (0 to 8) floats at p, the other lanes zero; reads nothing past
 // p + n (on x86-64 a masked load).
 GS_CPU_VECTOR_INLINE F8 LoadFirst(const float* p, int64_t n) {
