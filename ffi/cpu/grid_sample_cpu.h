@@ -274,22 +274,24 @@ GS_CPU_INLINE int CompactTaps(bool need_grad, int64_t b, TapBlock<T, K, kInterp>
   return n;
 }
 
-// FillTaps with the padding and align_corners values `pad`, `align` (see
-// AxisTapsSoa); without `lists`, pass 2 only (FillTapTable).
+// Pass 1 of the tap tables: every axis's taps, vectorized (see AxisTapsSoa
+// for `pad` and `align`).
 template <typename T, int K, int kInterp>
-GS_CPU_INLINE void FillTapsFor(const T* grid, int64_t count, const Geometry& g, int64_t pad,
-                               bool align, bool need_grad, TapBlock<T, K, kInterp>* tb,
-                               int64_t band_lo, int64_t band_hi, bool lists) {
-  using TB = TapBlock<T, K, kInterp>;
-  constexpr int kTaps = TB::kTaps;
-  // Pass 1: per axis, vectorized.
+GS_CPU_INLINE void AllAxisTaps(const T* grid, int64_t count, const Geometry& g, int64_t pad,
+                               bool align, TapBlock<T, K, kInterp>* tb) {
   AxisTaps<T, K, kInterp>(grid, count, g.w, pad, align, 0, tb);
   AxisTaps<T, K, kInterp>(grid, count, g.h, pad, align, 1, tb);
   if constexpr (K == 3) AxisTaps<T, K, kInterp>(grid, count, g.d, pad, align, 2, tb);
-  if (!lists) {
-    for (int64_t b = 0; b < count; ++b) ProductTaps(g, need_grad, b, tb);
-    return;
-  }
+}
+
+// FillTaps with the padding and align_corners values `pad`, `align`.
+template <typename T, int K, int kInterp>
+GS_CPU_INLINE void FillTapsFor(const T* grid, int64_t count, const Geometry& g, int64_t pad,
+                               bool align, bool need_grad, TapBlock<T, K, kInterp>* tb,
+                               int64_t band_lo, int64_t band_hi) {
+  using TB = TapBlock<T, K, kInterp>;
+  constexpr int kTaps = TB::kTaps;
+  AllAxisTaps<T, K, kInterp>(grid, count, g, pad, align, tb);
   // The band restriction on the last axis.
   for (int i = 0; i < TB::kT1; ++i) {
     int64_t* last = tb->aidx[K - 1][i];
@@ -379,7 +381,7 @@ void FillTaps(const T* grid, int64_t count, const Geometry& g, bool need_grad,
               TapBlock<T, K, kInterp>* tb, int64_t band_lo = 0,
               int64_t band_hi = std::numeric_limits<int64_t>::max()) {
   WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi, true);
+    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, need_grad, tb, band_lo, band_hi);
   });
 }
 
@@ -388,7 +390,8 @@ void FillTaps(const T* grid, int64_t count, const Geometry& g, bool need_grad,
 template <typename T, int K, int kInterp>
 void FillTapTable(const T* grid, int64_t count, const Geometry& g, TapBlock<T, K, kInterp>* tb) {
   WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-    FillTapsFor<T, K, kInterp>(grid, count, g, pad, align, false, tb, 0, 0, false);
+    AllAxisTaps<T, K, kInterp>(grid, count, g, pad, align, tb);
+    for (int64_t b = 0; b < count; ++b) ProductTaps(g, false, b, tb);
   });
 }
 
