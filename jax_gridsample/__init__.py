@@ -2,6 +2,7 @@
 
 from ._affine_grid import affine_grid
 from ._api import grid_sample, grid_sample_backward
+from ._ascend import self_check as ascend_self_check
 from ._enums import Interpolation, Padding
 from ._native import native_status
 
@@ -11,6 +12,7 @@ __all__ = [
     "Interpolation",
     "Padding",
     "affine_grid",
+    "ascend_self_check",
     "grid_sample",
     "grid_sample_backward",
     "native_status",

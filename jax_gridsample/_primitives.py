@@ -119,12 +119,14 @@ class NativeKernel:
     backward_target: str
     forward_attributes: Callable[..., dict] = forward_attributes
     backward_attributes: Callable[..., dict] = backward_attributes
-    # supports(backward, avals_in, **params): whether the kernel covers a call (None: all);
-    # "auto" lowers the others to the reference, "native" raises for them.
-    supports: Callable[..., bool] | None = None
-    # Whether "auto" picks this kernel; False for one not yet verified on its hardware, which
-    # then runs only when asked for with implementation="native".
-    verified: bool = True
+    # rejects(platform, backward, avals_in, **params): why the kernel does not cover a call, or
+    # None if it does (None here: it covers all); "auto" lowers the others to the reference,
+    # "native" raises for them with that reason.
+    rejects: Callable[..., str | None] | None = None
+    # trusted(platform, backward=..., **params): whether "auto" picks this kernel for a call it
+    # covers. False for one not yet verified on its hardware, which then runs only when asked
+    # for with implementation="native"; the Ascend kernel's answer is its self-check's.
+    trusted: Callable[..., bool] = lambda platform, **params: True
     # backward_workspace(grad_output, input, grid, **params): bytes of a uint8 scratch result
     # that the backward target takes after its gradients (None: it takes none). XLA allocates
     # it like any other buffer, so it is valid in CUDA graphs too.
@@ -137,6 +139,10 @@ class NativeKernel:
     channels_first_below: tuple[int, int] = (0, 0)
 
 
+def _never_trusted(platform, **params) -> bool:
+    return False
+
+
 # Platforms (JAX lowering platform names) with a native kernel.
 NATIVE_KERNELS = {
     "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET,
@@ -146,15 +152,22 @@ NATIVE_KERNELS = {
     # memory, and their workspace result since has not run on a GPU yet (issue 7), so "auto"
     # keeps the reference.
     "cuda": NativeKernel(_native.cuda_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET,
-                         backward_attributes=cuda_backward_attributes, verified=False,
+                         backward_attributes=cuda_backward_attributes, trusted=_never_trusted,
                          backward_workspace=_native.cuda_backward_workspace_bytes),
 }
 
+
+def ascend_native_kernel(kernel: _ascend.AscendKernel) -> NativeKernel:
+    """The NativeKernel of an Ascend kernel (``_ascend.AscendKernel``): its targets, the
+    probe's and the documentation's routing, and its self-check."""
+    return NativeKernel(_ascend.available, kernel.forward_target, kernel.backward_target,
+                        kernel.forward_attributes, kernel.backward_attributes,
+                        rejects=kernel.rejects, trusted=kernel.trusted)
+
+
 # Ascend NPUs: CANN's aclnn grid sampler (see _ascend.py). Added to NATIVE_KERNELS, under the
 # name JAX gives the plugin's platform, only once JAX knows that platform (see _register).
-ASCEND_KERNEL = NativeKernel(_ascend.available, _ascend.FORWARD_TARGET, _ascend.BACKWARD_TARGET,
-                             _ascend.forward_attributes, _ascend.backward_attributes,
-                             supports=_ascend.supports)
+ASCEND_KERNEL = ascend_native_kernel(_ascend.KERNEL)
 
 
 def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_rule):
@@ -165,18 +178,22 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
     guard = guard_cpu_ffi_results if platform == "cpu" else tuple
 
     def rule(ctx, *args, implementation, **params):
+        if implementation == "reference":
+            return reference_rule(ctx, *args, implementation="auto", **params)
         available = kernel.available()
-        supported = kernel.supports is None or kernel.supports(backward, ctx.avals_in, **params)
-        if implementation == "reference" or (
-            implementation == "auto" and not (kernel.verified and available and supported)
+        if not available and implementation == "native":
+            raise _no_native_kernel(platform)
+        why_not = None
+        if available and kernel.rejects is not None:
+            why_not = kernel.rejects(platform, backward, ctx.avals_in, **params)
+        if implementation == "auto" and not (
+            available and why_not is None and kernel.trusted(platform, backward=backward, **params)
         ):
             return reference_rule(ctx, *args, implementation="auto", **params)
-        if not available:
-            raise _no_native_kernel(platform)
-        if not supported:
+        if why_not is not None:
             raise NotImplementedError(
                 f"the native grid_sample kernel for platform {platform!r} does not cover this "
-                "call (mode / layout / dtype); use implementation='auto' or 'reference'"
+                f"call: {why_not}; use implementation='auto' or 'reference'"
             )
 
         def call_kernel(operands, params):

@@ -97,7 +97,25 @@ std::unique_ptr<Loaded> Load(const std::string& key, bool explicit_list, std::st
   for (const std::string& group : Split(key, ":;")) {
     std::vector<std::string> group_failed;
     bool kept = false;
-    for (const std::string& name : Split(group, "|")) {
+    const std::vector<std::string> names = Split(group, "|");
+    // An alternative the process has loaded already (torch_npu opens the
+    // combined libopapi.so) is kept in preference to opening another: CANN
+    // does not support the combined and a per-repository library together
+    // (ops-cv docs/zh/op_api_list.md, line 12).
+    for (const std::string& name : names) {
+      void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+      if (handle == nullptr) continue;
+      if (!AddsSymbols(handle, loaded->handles)) {
+        dlclose(handle);
+        continue;
+      }
+      loaded->handles.push_back(handle);
+      loaded->opened.push_back(name + " (already loaded)");
+      kept = true;
+      break;
+    }
+    for (const std::string& name : names) {
+      if (kept) break;
       dlerror();
       void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (handle == nullptr) {
@@ -150,10 +168,14 @@ std::unique_ptr<Loaded> Load(const std::string& key, bool explicit_list, std::st
   need("aclGetRecentErrMsg", &api.recent_err_msg);
   need("aclrtCtxGetSysParamOpt", &api.ctx_get_sys_param_opt);
   need("aclrtCtxSetSysParamOpt", &api.ctx_set_sys_param_opt);
-  Resolve(*loaded, "aclDestroyAclOpExecutor", &api.destroy_executor);  // optional
-  Resolve(*loaded, "aclrtGetSocName", &api.get_soc_name);               // optional
-  Resolve(*loaded, "aclrtGetSysParamOpt", &api.get_sys_param_opt);      // optional
-  Resolve(*loaded, "aclrtSetSysParamOpt", &api.set_sys_param_opt);      // optional
+  // Optional symbols (older CANN lacks some).
+  Resolve(*loaded, "aclSetAclOpExecutorRepeatable", &api.set_executor_repeatable);
+  Resolve(*loaded, "aclDestroyAclOpExecutor", &api.destroy_executor);
+  Resolve(*loaded, "aclrtGetSocName", &api.get_soc_name);
+  Resolve(*loaded, "aclrtGetDevice", &api.get_device);
+  Resolve(*loaded, "aclsysGetCANNVersion", &api.get_cann_version);
+  Resolve(*loaded, "aclrtGetSysParamOpt", &api.get_sys_param_opt);
+  Resolve(*loaded, "aclrtSetSysParamOpt", &api.set_sys_param_opt);
 
   if (!missing.empty()) {
     // A one-sentence summary first (native_status() shows it), then the details.
@@ -206,6 +228,16 @@ std::string SocName() {
   if (api == nullptr || api->get_soc_name == nullptr) return "";
   const char* name = api->get_soc_name();
   return name != nullptr ? std::string(name) : std::string();
+}
+
+std::string CannVersion() {
+  std::string error;
+  const AclnnApi* api = LoadAclnnApi(&error);
+  if (api == nullptr || api->get_cann_version == nullptr) return "";
+  AclCannPackageVersion version{};
+  if (api->get_cann_version(kAclPkgNameCann, &version) != 0) return "";
+  version.version[sizeof(version.version) - 1] = '\0';
+  return version.version;
 }
 
 std::string AclnnStatusName(aclnnStatus status) {

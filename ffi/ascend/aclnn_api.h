@@ -42,7 +42,21 @@ enum AclFormat : int32_t {
 
 constexpr int32_t kAclOptDeterministic = 0;      // aclSysParamOpt ACL_OPT_DETERMINISTIC
 constexpr int32_t kAclMemMallocHugeFirst = 0;    // aclrtMemMallocPolicy
+constexpr int32_t kAclPkgNameCann = 0;           // aclCANNPackageName ACL_PKG_NAME_CANN
 constexpr aclnnStatus kAclnnSuccess = 0;
+// aclnnStatus values of a call's parameters (aclnn_base.h): the caller's fault.
+constexpr aclnnStatus kAclnnErrParamNullptr = 161001;
+constexpr aclnnStatus kAclnnErrParamInvalid = 161002;
+
+// aclCANNPackageVersion (acl.h): the version strings aclsysGetCANNVersion fills.
+struct AclCannPackageVersion {
+  char version[128];
+  char major_version[64];
+  char minor_version[64];
+  char release_version[64];
+  char patch_version[64];
+  char reserved[128];
+};
 
 extern "C" {
 using CreateTensorFn = aclTensor* (*)(const int64_t* view_dims, uint64_t view_dims_num,
@@ -52,7 +66,7 @@ using CreateTensorFn = aclTensor* (*)(const int64_t* view_dims, uint64_t view_di
 using DestroyTensorFn = aclnnStatus (*)(const aclTensor* tensor);
 using CreateBoolArrayFn = aclBoolArray* (*)(const bool* value, uint64_t size);
 using DestroyBoolArrayFn = aclnnStatus (*)(const aclBoolArray* array);
-using DestroyExecutorFn = aclnnStatus (*)(aclOpExecutor* executor);
+using ExecutorFn = aclnnStatus (*)(aclOpExecutor* executor);
 
 using ForwardWorkspaceFn = aclnnStatus (*)(const aclTensor* input, const aclTensor* grid,
                                            int64_t interpolation_mode, int64_t padding_mode,
@@ -77,6 +91,8 @@ using GetCurrentContextFn = aclError (*)(void** context);  // aclrtContext is a 
 using MemsetAsyncFn = aclError (*)(void* dev_ptr, size_t max_count, int32_t value, size_t count,
                                    aclrtStream stream);
 using GetSocNameFn = const char* (*)();
+using GetDeviceFn = aclError (*)(int32_t* device_id);
+using GetCannVersionFn = aclError (*)(int32_t package, AclCannPackageVersion* version);
 }
 
 // The resolved entry points. Every member is non-null once Load() succeeded,
@@ -86,7 +102,12 @@ struct AclnnApi {
   DestroyTensorFn destroy_tensor = nullptr;
   CreateBoolArrayFn create_bool_array = nullptr;
   DestroyBoolArrayFn destroy_bool_array = nullptr;
-  DestroyExecutorFn destroy_executor = nullptr;  // optional: only in newer CANN
+  // Optional (newer CANN): an executor that is never launched is made
+  // repeatable and then destroyed, the lifecycle nnopbase documents for
+  // executors the caller manages (aclSetAclOpExecutorRepeatable.md,
+  // aclDestroyAclOpExecutor.md); a launched one is CANN's to destroy.
+  ExecutorFn set_executor_repeatable = nullptr;
+  ExecutorFn destroy_executor = nullptr;
 
   ForwardWorkspaceFn grid_sampler2d_workspace = nullptr;
   LaunchFn grid_sampler2d = nullptr;
@@ -105,19 +126,31 @@ struct AclnnApi {
   SetSysParamOptFn ctx_set_sys_param_opt = nullptr;
   GetCurrentContextFn get_current_context = nullptr;
   MemsetAsyncFn memset_async = nullptr;
-  GetSocNameFn get_soc_name = nullptr;  // optional
+  GetSocNameFn get_soc_name = nullptr;            // optional
+  GetDeviceFn get_device = nullptr;               // optional: aclrtGetDevice
+  GetCannVersionFn get_cann_version = nullptr;    // optional: aclsysGetCANNVersion
   // The process-wide twins of the context options (aclrtGet/SetSysParamOpt),
-  // optional: opbase reads the process value when it picks kernels.
+  // optional; used only when the user asks for determinism at start-up
+  // (kDeterministicEnvVar), since newer opbase reads the process value when
+  // it picks kernels.
   GetSysParamOptFn get_sys_param_opt = nullptr;
   SetSysParamOptFn set_sys_param_opt = nullptr;
 };
 
 // The environment variable that overrides the library list. The list is groups
 // separated by ':' or ';', each one name or path, or alternatives separated by
-// '|'. Of a group's alternatives only the first that loads and defines a
-// symbol not yet found in the groups before it is kept (the others are never
-// opened, or closed again); symbols are then looked up in group order.
+// '|'. Of a group's alternatives, one the process has loaded already (say,
+// torch_npu's libopapi.so) is kept if it defines a symbol not yet found in the
+// groups before it; otherwise the first that loads and does so (the others
+// are never opened, or closed again). Symbols are then looked up in group
+// order.
 inline constexpr const char* kLibrariesEnvVar = "JAX_GRIDSAMPLE_ACLNN_LIBS";
+
+// Set to a level (1, 2 or 3) to make every aclnn call in each ACL context the
+// handlers run in deterministic from the handlers' first call in it on: they
+// raise ACL_OPT_DETERMINISTIC of the context and of the process to that level
+// (never lowering one) and leave it there. See docs/ascend.md, "Determinism".
+inline constexpr const char* kDeterministicEnvVar = "JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC";
 
 // The list used when the environment variable is unset or empty: aclCreateTensor
 // & co. (libnnopbase.so), the runtime (libascendcl.so, or libacl_rt.so where
@@ -142,6 +175,10 @@ std::string AclnnApiStatus();
 // The chip's name from aclrtGetSocName (e.g. "Ascend910B2"), or "" when the
 // libraries do not load, lack the symbol or the runtime cannot tell.
 std::string SocName();
+
+// CANN's version from aclsysGetCANNVersion (e.g. "8.1.RC1"), or "" when the
+// libraries do not load, lack the symbol or the runtime cannot tell.
+std::string CannVersion();
 
 // "ACLNN_ERR_PARAM_INVALID (161002)" and the like.
 std::string AclnnStatusName(aclnnStatus status);

@@ -1,7 +1,8 @@
-// Pieces shared by the Ascend forward and backward handlers: errors, dtype
-// mapping, and RAII owners for everything a call creates (aclTensor,
-// aclBoolArray, the executor until it is launched, device memory, the
-// determinism setting), so that every path, errors included, releases it all.
+// Pieces shared by the Ascend handlers: errors, dtype mapping, the checks made
+// before CANN is called, and RAII owners for everything a call creates
+// (aclTensor, aclBoolArray, the executor until it is launched), so that every
+// path, errors included, releases it all. The workspace is in workspace.h and
+// the determinism option in determinism.h.
 #ifndef JAX_GRIDSAMPLE_FFI_ASCEND_ACLNN_CALL_H_
 #define JAX_GRIDSAMPLE_FFI_ASCEND_ACLNN_CALL_H_
 
@@ -9,21 +10,31 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "aclnn_api.h"
+#include "determinism.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_ascend {
 
 namespace ffi = xla::ffi;
 
+inline ffi::Error Error(ffi::ErrorCode code, const std::string& msg) {
+  return ffi::Error(code, "grid_sample (ascend): " + msg);
+}
+
 inline ffi::Error InvalidArgument(const std::string& msg) {
-  return ffi::Error(ffi::ErrorCode::kInvalidArgument, "grid_sample (ascend): " + msg);
+  return Error(ffi::ErrorCode::kInvalidArgument, msg);
 }
 
 inline ffi::Error Internal(const std::string& msg) {
-  return ffi::Error(ffi::ErrorCode::kInternal, "grid_sample (ascend): " + msg);
+  return Error(ffi::ErrorCode::kInternal, msg);
+}
+
+inline ffi::Error FailedPrecondition(const std::string& msg) {
+  return Error(ffi::ErrorCode::kFailedPrecondition, msg);
 }
 
 inline std::string RecentErrMsg(const AclnnApi& api) {
@@ -32,11 +43,13 @@ inline std::string RecentErrMsg(const AclnnApi& api) {
 }
 
 // A non-zero aclnnStatus of `call` as an FFI error: name, number and
-// aclGetRecentErrMsg().
+// aclGetRecentErrMsg(). The parameter errors (161001 null pointer, 161002
+// invalid parameter) are the caller's: kInvalidArgument; the rest kInternal.
 inline ffi::Error StatusError(const AclnnApi& api, const char* call, aclnnStatus status) {
-  return ffi::Error(ffi::ErrorCode::kInternal,
-                    std::string("grid_sample (ascend): ") + call + " failed with " +
-                        AclnnStatusName(status) + ": " + RecentErrMsg(api));
+  const bool parameter = status == kAclnnErrParamNullptr || status == kAclnnErrParamInvalid;
+  return Error(parameter ? ffi::ErrorCode::kInvalidArgument : ffi::ErrorCode::kInternal,
+               std::string(call) + " failed with " + AclnnStatusName(status) + ": " +
+                   RecentErrMsg(api));
 }
 
 inline std::optional<int32_t> AclDataTypeOf(ffi::DataType dtype) {
@@ -107,16 +120,26 @@ class BoolArray {
   aclBoolArray* array_ = nullptr;
 };
 
-// The executor from GetWorkspaceSize: the launch consumes it (CANN executors
-// are single-use); if the launch is never reached it is destroyed here when
-// the library offers aclDestroyAclOpExecutor.
+// The executor from GetWorkspaceSize. A launch consumes it: CANN destroys a
+// non-repeatable executor in the second phase (aclDestroyAclOpExecutor.md),
+// so it is never destroyed here. One that is never launched (a failed
+// workspace allocation, a support probe) is made repeatable and destroyed,
+// the lifecycle nnopbase documents for executors the caller manages
+// (aclSetAclOpExecutorRepeatable.md); where CANN lacks those two calls it is
+// left to CANN.
 class Executor {
  public:
   explicit Executor(const AclnnApi& api) : api_(api) {}
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
   ~Executor() {
-    if (executor_ != nullptr && api_.destroy_executor != nullptr) api_.destroy_executor(executor_);
+    if (executor_ == nullptr || api_.set_executor_repeatable == nullptr ||
+        api_.destroy_executor == nullptr) {
+      return;
+    }
+    if (api_.set_executor_repeatable(executor_) == kAclnnSuccess) {
+      api_.destroy_executor(executor_);
+    }
   }
   aclOpExecutor** out() { return &executor_; }
   // Hands the executor to the launch; it is not ours afterwards.
@@ -131,107 +154,14 @@ class Executor {
   aclOpExecutor* executor_ = nullptr;
 };
 
-// Device memory for one call: from XLA's scratch allocator where the runtime
-// provides one (stream-ordered, released by XLA after the call), otherwise
-// aclrtMalloc'ed and aclrtFree'd here, after synchronizing the stream when a
-// kernel that may use it was launched.
-class DeviceMemory {
- public:
-  DeviceMemory(const AclnnApi& api, ffi::ScratchAllocator& scratch, aclrtStream stream)
-      : api_(api), scratch_(scratch), stream_(stream) {}
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  ~DeviceMemory() {
-    if (owned_.empty()) return;
-    if (launched_) api_.rt_synchronize_stream(stream_);
-    for (void* p : owned_) api_.rt_free(p);
-  }
-
-  ffi::Error Allocate(uint64_t size, void** out, const char* what) {
-    *out = nullptr;
-    if (size == 0) return ffi::Error::Success();
-    if (std::optional<void*> p = scratch_.Allocate(size, kAlignment); p.has_value() && *p) {
-      *out = *p;
-      return ffi::Error::Success();
-    }
-    void* p = nullptr;
-    const aclError rc = api_.rt_malloc(&p, size, kAclMemMallocHugeFirst);
-    if (rc != 0 || p == nullptr) {
-      return Internal(std::string("aclrtMalloc of ") + std::to_string(size) + " bytes for " +
-                      what + " failed with aclError " + std::to_string(rc) + ": " +
-                      RecentErrMsg(api_));
-    }
-    owned_.push_back(p);
-    *out = p;
-    return ffi::Error::Success();
-  }
-
-  // Called right before a launch: from then on, freeing waits for the stream.
-  void MarkLaunched() { launched_ = true; }
-
- private:
-  static constexpr size_t kAlignment = 512;
-  const AclnnApi& api_;
-  ffi::ScratchAllocator& scratch_;
-  aclrtStream stream_;
-  std::vector<void*> owned_;
-  bool launched_ = false;
-};
-
-// The second phase of every aclnn call: workspace of the size the first phase
-// asked for, then the launch, which consumes the executor. `launch_name` names
-// the launch function in errors.
-inline ffi::Error AllocateAndLaunch(const AclnnApi& api, DeviceMemory& memory, Executor& executor,
-                                    LaunchFn launch, const char* launch_name,
-                                    uint64_t workspace_size, aclrtStream stream) {
-  void* workspace = nullptr;
-  if (ffi::Error e = memory.Allocate(workspace_size, &workspace, "the aclnn workspace");
-      e.failure()) {
-    return e;
-  }
-  memory.MarkLaunched();
+// The second phase of every aclnn call: the launch on `stream`, which
+// consumes the executor. `launch_name` names the launch function in errors.
+inline ffi::Error Launch(const AclnnApi& api, Executor& executor, LaunchFn launch,
+                         const char* launch_name, void* workspace, uint64_t workspace_size,
+                         aclrtStream stream) {
   const aclnnStatus status = launch(workspace, workspace_size, executor.release(), stream);
   if (status != kAclnnSuccess) return StatusError(api, launch_name, status);
   return ffi::Error::Success();
-}
-
-// Sets ACL_OPT_DETERMINISTIC to 1 through `get`/`set` unless it already is 1.
-inline ffi::Error RaiseToDeterministic(const AclnnApi& api, GetSysParamOptFn get,
-                                       SetSysParamOptFn set, const char* set_name) {
-  int64_t current = 0;
-  // An option never set reads as an error (107021): it is 0 then.
-  if (get(kAclOptDeterministic, &current) == 0 && current == 1) return ffi::Error::Success();
-  const aclError rc = set(kAclOptDeterministic, 1);
-  if (rc != 0) {
-    return Internal(std::string(set_name) + "(ACL_OPT_DETERMINISTIC, 1) failed with aclError " +
-                    std::to_string(rc) + ": " + RecentErrMsg(api));
-  }
-  return ffi::Error::Success();
-}
-
-// Makes aclnn deterministic from now on: ACL_OPT_DETERMINISTIC = 1 in the
-// current context (which the grid sampler's op code reads) and, where the
-// runtime has it, for the process (which opbase reads when it picks kernels;
-// torch_npu sets both too). Each is set only if it is not 1 already, and
-// never switched back: the options are context- or process-wide, so
-// restoring them after the call would race with other threads' calls, and
-// CANN advises setting them once. The price: after the first deterministic
-// call, the non-deterministic ones run the deterministic kernels too.
-inline ffi::Error EnsureDeterministic(const AclnnApi& api) {
-  if (ffi::Error e = RaiseToDeterministic(api, api.ctx_get_sys_param_opt,
-                                          api.ctx_set_sys_param_opt, "aclrtCtxSetSysParamOpt");
-      e.failure()) {
-    return e;
-  }
-  if (api.get_sys_param_opt == nullptr || api.set_sys_param_opt == nullptr) {
-    return ffi::Error::Success();
-  }
-  return RaiseToDeterministic(api, api.get_sys_param_opt, api.set_sys_param_opt,
-                              "aclrtSetSysParamOpt");
-}
-
-inline ffi::Error FailedPrecondition(const std::string& msg) {
-  return ffi::Error(ffi::ErrorCode::kFailedPrecondition, "grid_sample (ascend): " + msg);
 }
 
 // The kernels launch only on the stream XLA gives the call: ACL's default
@@ -270,16 +200,50 @@ inline ffi::Error ZeroOnStream(const AclnnApi& api, void* data, size_t bytes, ac
   return ffi::Error::Success();
 }
 
+// The product of `dims` from `first` on, saturating at INT64_MAX (an empty
+// tensor may have huge dimensions besides its zero one).
+inline int64_t SaturatingProduct(ffi::Span<const int64_t> dims, size_t first) {
+  int64_t product = 1;
+  for (size_t i = first; i < dims.size(); ++i) {
+    if (__builtin_mul_overflow(product, dims[i], &product)) return INT64_MAX;
+  }
+  return product;
+}
+
 // The sampled plane's element count (H*W, or D*H*W in 3D) must stay below
-// INT32_MAX, as the aclnn forward documents.
+// INT32_MAX, as the aclnn forward's API pages document.
 inline ffi::Error CheckPlaneLimit(const ffi::AnyBuffer& input) {
-  auto dims = input.dimensions();
-  int64_t plane = 1;
-  for (size_t i = 2; i < dims.size(); ++i) plane *= dims[i];
+  const int64_t plane = SaturatingProduct(input.dimensions(), 2);
   if (plane < INT32_MAX) return ffi::Error::Success();
   return InvalidArgument("the input's spatial size (H*W, or D*H*W in 3D) is " +
                          std::to_string(plane) + ", but aclnn takes at most 2147483646; " +
                          "use implementation=\"reference\" (\"auto\" does so)");
+}
+
+// The backward kernels index in 32 bits: the 2D kernel keeps per-sample
+// strides in uint32 and int32 (ops-cv grid_sampler2_d_grad.h:201-216 and
+// :828-832) and forms offsets such as n*strideN + (h*W + w)*C in int32
+// (:938), its tiling sizes the half-type workspace as N*C*H*W*4 with a uint32
+// product (grid_sampler2_d_grad_tiling.cpp:526), and the 3D kernel uses the
+// same int32 indices. So each operand, whole and
+// per sample, must have at most INT32_MAX elements (checked per sample too,
+// so that the bound holds whatever N is).
+inline ffi::Error CheckBackwardSizeLimits(const ffi::AnyBuffer& grad_output,
+                                          const ffi::AnyBuffer& input,
+                                          const ffi::AnyBuffer& grid) {
+  const std::pair<const char*, const ffi::AnyBuffer*> operands[] = {
+      {"grad_output", &grad_output}, {"input", &input}, {"grid", &grid}};
+  for (const auto& [name, buffer] : operands) {
+    for (size_t first : {size_t{0}, size_t{1}}) {
+      const int64_t count = SaturatingProduct(buffer->dimensions(), first);
+      if (count <= INT32_MAX) continue;
+      return InvalidArgument(std::string(first == 0 ? "" : "one sample of ") + name + " has " +
+                             std::to_string(count) +
+                             " elements, but the aclnn backward indexes in 32 bits (at most "
+                             "2147483647); use implementation=\"reference\" (\"auto\" does so)");
+    }
+  }
+  return ffi::Error::Success();
 }
 
 inline std::vector<int64_t> DimsOf(const ffi::AnyBuffer& buffer) {
@@ -297,13 +261,39 @@ inline ffi::ErrorOr<const AclnnApi*> RequireApi() {
   return api;
 }
 
+// The context current on this thread must be on the device XLA runs the call
+// on: the stream XLA gives belongs to that device, and a kernel queued on it
+// from another device's context would run there with the wrong memory.
+inline ffi::Error RequireDevice(const AclnnApi& api, int32_t device_ordinal) {
+  if (api.get_device == nullptr) return ffi::Error::Success();  // older CANN cannot tell
+  int32_t device = -1;
+  if (const aclError rc = api.get_device(&device); rc != 0) {
+    return FailedPrecondition("aclrtGetDevice failed with aclError " + std::to_string(rc) +
+                              ": " + RecentErrMsg(api));
+  }
+  if (device == device_ordinal) return ffi::Error::Success();
+  return FailedPrecondition(
+      "the ACL context current on the thread running this call is on device " +
+      std::to_string(device) + ", but XLA runs the call on device " +
+      std::to_string(device_ordinal) + "; the Ascend PJRT plugin must make that device's "
+      "context current before running custom calls. Use implementation=\"reference\" to run "
+      "the jax.numpy reference instead.");
+}
+
 // What every call needs before its first aclnn call: the stream XLA gave it,
-// the libraries, and a current ACL context.
-inline ffi::ErrorOr<const AclnnApi*> PrepareCall(aclrtStream stream) {
+// the libraries, a current ACL context on the call's device, and the start-up
+// determinism level applied (determinism.h).
+inline ffi::ErrorOr<const AclnnApi*> PrepareCall(aclrtStream stream, int32_t device_ordinal) {
   if (ffi::Error e = RequireStream(stream); e.failure()) return ffi::Unexpected(e);
   auto api = RequireApi();
   if (api.has_error()) return api;
   if (ffi::Error e = RequireContext(*api.value()); e.failure()) return ffi::Unexpected(e);
+  if (ffi::Error e = RequireDevice(*api.value(), device_ordinal); e.failure()) {
+    return ffi::Unexpected(e);
+  }
+  if (ffi::Error e = ApplyStartupDeterminism(*api.value()); e.failure()) {
+    return ffi::Unexpected(e);
+  }
   return api;
 }
 
@@ -339,14 +329,13 @@ inline ffi::Error CheckCommon(const ffi::AnyBuffer& input, const ffi::AnyBuffer&
   return ffi::Error::Success();
 }
 
-// The formats the API pages list: every 2D tensor ND; 3D feature maps NCDHW;
-// the 3D forward's grid ND and the 3D backward's grid and grid gradient NDHWC
-// (their coordinate axis is last). Only the feature maps' format changes how
-// ops-cv reads the shapes (NDHWC would make it take C from the last axis).
+// The formats of the tensors: feature maps ND in 2D and NCDHW in 3D (the
+// formats ops-cv reads C from the second axis for; NDHWC would make it read C
+// from the last, aclnn_grid_sampler3d_backward.cpp:122), grids ND, as CANN's
+// own examples and tests send them (test_aclnn_grid_sampler3_d_backward.cpp
+// creates every tensor ND) and torch_npu does.
 inline int32_t FeatureFormat(size_t rank) { return rank == 5 ? kAclFormatNCDHW : kAclFormatND; }
-inline int32_t GridFormat(size_t rank, bool backward) {
-  return rank == 5 && backward ? kAclFormatNDHWC : kAclFormatND;
-}
+inline constexpr int32_t kGridFormat = kAclFormatND;
 
 }  // namespace gs_ascend
 

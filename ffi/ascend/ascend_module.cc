@@ -2,29 +2,84 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <string>
 
 #include "../common/ffi_registrations.h"
 #include "aclnn_api.h"
 #include "grid_sample_ascend.h"
+#include "probe.h"
+#include "workspace.h"
 
 namespace nb = nanobind;
+
+namespace {
+
+const char* DtypeName(int32_t dtype) {
+  switch (dtype) {
+    case gs_ascend::kAclFloat: return "float32";
+    case gs_ascend::kAclFloat16: return "float16";
+    case gs_ascend::kAclBf16: return "bfloat16";
+    case gs_ascend::kAclDouble: return "float64";
+    default: return "unknown";
+  }
+}
+
+}  // namespace
 
 NB_MODULE(_ascend_kernels, m) {
   m.doc() = "XLA FFI handlers calling CANN's aclnnGridSampler2D/3D[Backward] (dlopen'ed).";
   m.def("registrations", []() {
     return gs::FfiRegistrations({{"jax_gridsample_ascend_forward", JaxGridSampleAscendForward},
-                                 {"jax_gridsample_ascend_backward", JaxGridSampleAscendBackward}});
+                                 {"jax_gridsample_ascend_backward", JaxGridSampleAscendBackward},
+                                 {"jax_gridsample_ascend_probe", JaxGridSampleAscendProbe}});
   });
   m.def("test_registrations", []() {
     return gs::FfiRegistrations(
         {{"jax_gridsample_ascend_forward_on_test_stream", JaxGridSampleAscendForwardOnTestStream},
          {"jax_gridsample_ascend_backward_on_test_stream",
-          JaxGridSampleAscendBackwardOnTestStream}});
+          JaxGridSampleAscendBackwardOnTestStream},
+         {"jax_gridsample_ascend_probe_on_test_stream", JaxGridSampleAscendProbeOnTestStream}});
   }, "For the tests only: the handlers with the stream passed as the int64 attribute "
      "\"test_stream\", to run on the CPU client against a simulated aclnn.");
+  m.def("probe_cases", []() {
+    nb::list cases;
+    for (const gs_ascend::ProbeCase& c : gs_ascend::ProbeCases()) {
+      cases.append(nb::make_tuple(c.backward, c.k, DtypeName(c.dtype), c.interpolation,
+                                  c.channels));
+    }
+    return cases;
+  }, "The support probe's cases, in order: (backward, k, dtype, interpolation, channels).");
+  m.def("probe_report", [](int device_ordinal) -> nb::object {
+    std::optional<gs_ascend::ProbeReport> report = gs_ascend::LastProbeReport(device_ordinal);
+    if (!report.has_value()) return nb::none();
+    nb::list results;
+    for (const gs_ascend::ProbeResult& r : report->results) {
+      results.append(nb::make_tuple(r.status, r.message));
+    }
+    nb::dict d;
+    d["soc_name"] = report->soc_name;
+    d["cann_version"] = report->cann_version;
+    d["results"] = results;
+    return d;
+  }, nb::arg("device_ordinal"),
+     "The last support probe's report for a device ({soc_name, cann_version, results: "
+     "[(aclnnStatus, message)] in probe_cases() order}), or None.");
   m.def("soc_name", []() { return gs_ascend::SocName(); },
         "aclrtGetSocName() (e.g. \"Ascend910B2\"), or \"\" when CANN cannot tell.");
+  m.def("cann_version", []() { return gs_ascend::CannVersion(); },
+        "aclsysGetCANNVersion() (e.g. \"8.1.RC1\"), or \"\" when CANN cannot tell.");
+  m.def("workspace_paths", []() {
+    const gs_ascend::WorkspaceCounts counts = gs_ascend::WorkspacePaths();
+    nb::dict d;
+    d["scratch"] = counts.scratch;
+    d["stream_cache"] = counts.stream_cache;
+    d["none"] = counts.none;
+    d["cached_buffers"] = counts.cached_buffers;
+    d["cached_bytes"] = counts.cached_bytes;
+    return d;
+  }, "How many calls took their aclnn workspace from XLA's scratch allocator, from the "
+     "per-stream cache, or needed none; and the cache's buffers and bytes.");
   m.def("library_status", []() { return gs_ascend::AclnnApiStatus(); },
         "Whether the CANN libraries were loaded yet, and from where.");
   m.def("load_libraries", []() {
@@ -34,4 +89,5 @@ NB_MODULE(_ascend_kernels, m) {
   }, "Load the CANN libraries now (normally on first use); raises with the loader's message.");
   m.attr("LIBRARIES_ENV_VAR") = gs_ascend::kLibrariesEnvVar;
   m.attr("DEFAULT_LIBRARIES") = gs_ascend::kDefaultLibraries;
+  m.attr("DETERMINISTIC_ENV_VAR") = gs_ascend::kDeterministicEnvVar;
 }

@@ -43,6 +43,8 @@ struct CtxDecoding<gs_ascend::AclStream> {
 
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendForward);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendBackward);
+// The support probe (probe.h).
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendProbe);
 
 // For the tests only: the same handlers with the stream given as an int64
 // attribute "test_stream" instead of taken from the runtime, so that the CPU
@@ -51,5 +53,6 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendBackward);
 // registers these; the tests do, through the module's test_registrations().
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendForwardOnTestStream);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendBackwardOnTestStream);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendProbeOnTestStream);
 
 #endif  // JAX_GRIDSAMPLE_FFI_ASCEND_GRID_SAMPLE_ASCEND_H_

@@ -8,13 +8,15 @@
 #include "../common/ffi_contract.h"
 #include "aclnn_api.h"
 #include "aclnn_call.h"
+#include "determinism.h"
 #include "grid_sample_ascend.h"
+#include "workspace.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_ascend {
 namespace {
 
-ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
+ffi::Error BackwardImpl(aclrtStream stream, int32_t device_ordinal, ffi::ScratchAllocator scratch,
                         ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                         ffi::RemainingRets rets, int64_t interpolation, int64_t padding,
                         bool align_corners, bool channels_last, bool input_mask,
@@ -29,20 +31,25 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
     // aclnn would silently compute nothing for an all-false mask: never pass one.
     return InvalidArgument("the output mask asks for no gradient");
   }
+  if (ffi::Error e = CheckBackwardSizeLimits(grad_output, input, grid); e.failure()) return e;
   const size_t wanted = static_cast<size_t>(input_mask) + static_cast<size_t>(grid_mask);
   if (rets.size() != wanted) {
     return InvalidArgument("expected " + std::to_string(wanted) + " results for the mask, got " +
                            std::to_string(rets.size()));
   }
-  // Results in order: grad_input if asked, then grad_grid if asked.
+  // Results in order: grad_input if asked, then grad_grid if asked. A
+  // masked-off gradient is a tensor without data: aclnn never writes it (it
+  // copies a result out only where outputMask is true,
+  // aclnn_grid_sampler2d_backward.cpp:305/:332,
+  // aclnn_grid_sampler3d_backward.cpp:326/:348), and aclCreateTensor takes
+  // null data (nnopbase aclCreateTensor.md's examples).
   void* input_grad_data = nullptr;
   void* grid_grad_data = nullptr;
   size_t next = 0;
   if (input_mask) {
     auto r = rets.get<ffi::AnyBuffer>(next++);
     if (r.has_error()) return r.error();
-    if ((*r)->element_type() != input.element_type() ||
-        DimsOf(**r) != DimsOf(input)) {
+    if ((*r)->element_type() != input.element_type() || DimsOf(**r) != DimsOf(input)) {
       return InvalidArgument("grad_input must have the input's shape and dtype");
     }
     input_grad_data = (*r)->untyped_data();
@@ -56,12 +63,13 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
     grid_grad_data = (*r)->untyped_data();
   }
 
-  auto api_or = PrepareCall(stream);
+  auto api_or = PrepareCall(stream, device_ordinal);
   if (api_or.has_error()) return api_or.error();
   const AclnnApi& api = *api_or.value();
   // aclnn returns early and writes nothing when gradOutput, input or grid is
-  // empty, while a gradient may still have elements (grad_input with an empty
-  // output grid, grad_grid with C = 0): those are zero.
+  // empty (aclnn_grid_sampler2d_backward.cpp:242, aclnn_grid_sampler3d_backward.cpp:234),
+  // while a gradient may still have elements (grad_input with an empty output
+  // grid, grad_grid with C = 0): those are zero.
   if (grad_output.element_count() == 0 || input.element_count() == 0 ||
       grid.element_count() == 0) {
     if (input_mask) {
@@ -78,34 +86,12 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
   const size_t rank = input.dimensions().size();
   const int32_t dtype = *AclDataTypeOf(input.element_type());
   const bool is3d = rank == 5;
+  const int32_t feature_format = FeatureFormat(rank);
 
-  // Release order is the reverse: the memory is freed (after synchronizing,
-  // if aclrtMalloc'ed) last.
-  DeviceMemory memory(api, scratch, stream);
   Tensor acl_grad_output(api), acl_input(api), acl_grid(api);
   Tensor acl_input_grad(api), acl_grid_grad(api);
   BoolArray mask(api);
   Executor executor(api);
-
-  // aclnn needs both gradient tensors even when one is masked off: that one
-  // gets device memory of its own, never returned (the kernel leaves it alone).
-  if (!input_mask) {
-    if (ffi::Error e = memory.Allocate(input.size_bytes(), &input_grad_data,
-                                       "the masked-off grad_input");
-        e.failure()) {
-      return e;
-    }
-  }
-  if (!grid_mask) {
-    if (ffi::Error e = memory.Allocate(grid.size_bytes(), &grid_grad_data,
-                                       "the masked-off grad_grid");
-        e.failure()) {
-      return e;
-    }
-  }
-
-  const int32_t feature_format = FeatureFormat(rank);
-  const int32_t grid_format = GridFormat(rank, true);
   if (ffi::Error e = acl_grad_output.Create(DimsOf(grad_output), dtype, feature_format,
                                             grad_output.untyped_data(), "grad_output");
       e.failure()) {
@@ -116,7 +102,7 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
       e.failure()) {
     return e;
   }
-  if (ffi::Error e = acl_grid.Create(DimsOf(grid), dtype, grid_format, grid.untyped_data(),
+  if (ffi::Error e = acl_grid.Create(DimsOf(grid), dtype, kGridFormat, grid.untyped_data(),
                                      "grid");
       e.failure()) {
     return e;
@@ -126,7 +112,7 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
       e.failure()) {
     return e;
   }
-  if (ffi::Error e = acl_grid_grad.Create(DimsOf(grid), dtype, grid_format, grid_grad_data,
+  if (ffi::Error e = acl_grid_grad.Create(DimsOf(grid), dtype, kGridFormat, grid_grad_data,
                                           "grad_grid");
       e.failure()) {
     return e;
@@ -134,8 +120,11 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
   const bool mask_values[2] = {input_mask, grid_mask};
   if (ffi::Error e = mask.Create(mask_values, 2); e.failure()) return e;
 
+  // The option is read in the first phase and the kernel picked then; it is
+  // restored once the launch is queued.
+  DeterministicScope determinism(api);
   if (deterministic) {
-    if (ffi::Error e = EnsureDeterministic(api); e.failure()) return e;
+    if (ffi::Error e = determinism.Enter(); e.failure()) return e;
   }
 
   uint64_t workspace_size = 0;
@@ -144,24 +133,34 @@ ffi::Error BackwardImpl(aclrtStream stream, ffi::ScratchAllocator scratch,
   const char* get_workspace_name = is3d ? "aclnnGridSampler3DBackwardGetWorkspaceSize"
                                         : "aclnnGridSampler2DBackwardGetWorkspaceSize";
   const aclnnStatus status = get_workspace(acl_grad_output.get(), acl_input.get(), acl_grid.get(),
-                                     interpolation, padding, align_corners, mask.get(),
-                                     acl_input_grad.get(), acl_grid_grad.get(), &workspace_size,
-                                     executor.out());
+                                           interpolation, padding, align_corners, mask.get(),
+                                           acl_input_grad.get(), acl_grid_grad.get(),
+                                           &workspace_size, executor.out());
   if (status != kAclnnSuccess) return StatusError(api, get_workspace_name, status);
 
-  return AllocateAndLaunch(
-      api, memory, executor, is3d ? api.grid_sampler3d_backward : api.grid_sampler2d_backward,
-      is3d ? "aclnnGridSampler3DBackward" : "aclnnGridSampler2DBackward", workspace_size, stream);
+  Workspace workspace;
+  if (ffi::Error e = workspace.Allocate(api, scratch, stream, workspace_size); e.failure()) {
+    return e;
+  }
+  if (ffi::Error e = Launch(api, executor,
+                            is3d ? api.grid_sampler3d_backward : api.grid_sampler2d_backward,
+                            is3d ? "aclnnGridSampler3DBackward" : "aclnnGridSampler2DBackward",
+                            workspace.data(), workspace_size, stream);
+      e.failure()) {
+    return e;
+  }
+  return determinism.Exit();
 }
 
-ffi::Error BackwardOnTestStream(ffi::ScratchAllocator scratch, ffi::AnyBuffer grad_output,
-                                ffi::AnyBuffer input, ffi::AnyBuffer grid,
-                                ffi::RemainingRets rets, int64_t interpolation, int64_t padding,
-                                bool align_corners, bool channels_last, bool input_mask,
-                                bool grid_mask, bool deterministic, int64_t test_stream) {
-  return BackwardImpl(TestStream(test_stream), std::move(scratch), grad_output, input, grid, rets,
-                      interpolation, padding, align_corners, channels_last, input_mask,
-                      grid_mask, deterministic);
+ffi::Error BackwardOnTestStream(int32_t device_ordinal, ffi::ScratchAllocator scratch,
+                                ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                                ffi::AnyBuffer grid, ffi::RemainingRets rets,
+                                int64_t interpolation, int64_t padding, bool align_corners,
+                                bool channels_last, bool input_mask, bool grid_mask,
+                                bool deterministic, int64_t test_stream) {
+  return BackwardImpl(TestStream(test_stream), device_ordinal, std::move(scratch), grad_output,
+                      input, grid, rets, interpolation, padding, align_corners, channels_last,
+                      input_mask, grid_mask, deterministic);
 }
 
 }  // namespace
@@ -170,11 +169,14 @@ ffi::Error BackwardOnTestStream(ffi::ScratchAllocator scratch, ffi::AnyBuffer gr
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendBackward, gs_ascend::BackwardImpl,
                               gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
                                                        .Ctx<gs_ascend::AclStream>()
+                                                       .Ctx<xla::ffi::DeviceOrdinal>()
                                                        .Ctx<xla::ffi::ScratchAllocator>())
                                   .Attr<bool>("deterministic"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     JaxGridSampleAscendBackwardOnTestStream, gs_ascend::BackwardOnTestStream,
-    gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ScratchAllocator>())
+    gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
+                             .Ctx<xla::ffi::DeviceOrdinal>()
+                             .Ctx<xla::ffi::ScratchAllocator>())
         .Attr<bool>("deterministic")
         .Attr<int64_t>("test_stream"));

@@ -1,33 +1,39 @@
 // A simulated CANN aclnn library for the tests: the symbols the Ascend
 // handlers dlopen (aclCreateTensor & co., the eight grid sampler entry points,
-// the aclrt* runtime calls, aclGetRecentErrMsg and the determinism options),
-// executing on host memory in float64.
+// the executor calls, the aclrt* runtime calls, aclGetRecentErrMsg, the
+// determinism options and the version query), executing on host memory.
 //
-// It follows CANN's API pages for aclnnGridSampler2D/3D[Backward] and the
-// ops-cv sources of those entry points (image/grid_sample/op_api/,
-// image/grid_sampler{2,3}_d_grad/op_host/op_api/), including where they are
-// unhelpful: ACLNN_ERR_PARAM_NULLPTR 161001 for null tensors,
-// ACLNN_ERR_PARAM_INVALID 161002 for invalid parameters, formats outside the
-// pages' lists and the per-chip dtype and mode rejections; success with
-// nothing computed or written for a null or all-false outputMask and for
-// empty tensors (ops-cv returns early); single-use executors; a current
-// context for every call (ACL_ERROR_RT_CONTEXT_NULL 107002 without one) and
-// live streams from aclrtCreateStream (or null, ACL's default stream) for
-// launches, which its log names. It has no guard of its own for non-finite
-// coordinates. It records every call. Test knobs (extern "C", prefixed sim_):
+// It models the vendor's documented and source-visible behaviour, including
+// where it is unhelpful, and each rule cites where it comes from: the API
+// pages (ops-cv image/*/docs/aclnn*.md), the ops-cv op code at commit
+// 6ae87653 (image/grid_sample/op_api/, image/grid_sampler{2,3}_d_grad/op_host/),
+// opbase at aa3cd74 (src/nnopbase/) and the runtime's API reference
+// (hicann/runtime docs/zh/api_ref/). It never encodes the handlers' own
+// assumptions: what it cannot model (NHWC feature maps) it refuses with
+// kSimUnmodeled, so that a test notices.
+//
+// Releases (sim_set_release): "head" (ops-cv 6ae87653, opbase aa3cd74) and
+// "8.1.RC1" (the released CANN 8.1.RC1: ops-cv before 78f22ac4, b3bb0e12 and
+// 760ad4cc, opbase before c501b51), whose differences it models where cited.
+//
+// Test knobs (extern "C", prefixed sim_):
 //   sim_get_log() / sim_clear_log()   the call log, one line per call
 //   sim_fail_next(fn, code)           the next call of fn returns code (null for creators)
+//   sim_set_wrong_results(fn, bias)   added to every value a launch of fn (a launch
+//                                     entry point, or "" for all) writes: a wrong kernel
 //   sim_live(kind)                    live "tensor", "bool_array", "executor", "malloc"
-//   sim_set_workspace_size(bytes)     what GetWorkspaceSize reports (default 256)
-//   sim_get/set_deterministic()       ACL_OPT_DETERMINISTIC of the context (set: both)
-//   sim_get_process_deterministic()   ... of the process
-//   sim_set_context_current(bool)     whether a context is current (one for the process:
-//                                     the tests cannot reach the thread XLA runs a call on)
+//   sim_violations()                  calls that broke a documented contract
+//   sim_set_release(name)             0, or -1 for an unknown release
 //   sim_set_soc(name)                 what aclrtGetSocName returns (default "Ascend910B2")
-//   sim_set_output_bias(value)        added to every value a launch writes (a wrong kernel)
+//   sim_set_default_context(on, device)  whether threads without a context of their own
+//                                     have the primary context current, and its device
+//   sim_get/set_context_deterministic()  ACL_OPT_DETERMINISTIC of the primary context
+//                                     (-1: never set)
+//   sim_get/set_process_deterministic()  ... of the process
 //   sim_reset()                       all of the above back to the start (live objects kept)
 //
 // Build: c++ -std=c++17 -O1 -shared -fPIC aclnn_sim.cc -o libaclnn_sim.so
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -35,6 +41,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,29 +49,62 @@
 namespace {
 
 constexpr int32_t kOk = 0;
-constexpr int32_t kNullptr = 161001;
-constexpr int32_t kInvalid = 161002;
-constexpr int32_t kRuntimeError = 361001;     // ACLNN_ERR_RUNTIME_ERROR
-constexpr int32_t kRtParamInvalid = 107000;  // ACL_ERROR_RT_PARAM_INVALID (aclrt* calls)
+constexpr int32_t kNullptr = 161001;        // ACLNN_ERR_PARAM_NULLPTR
+constexpr int32_t kInvalid = 161002;        // ACLNN_ERR_PARAM_INVALID
+constexpr int32_t kRuntimeError = 361001;   // ACLNN_ERR_RUNTIME_ERROR
+constexpr int32_t kInner = 561000;          // ACLNN_ERR_INNER
+constexpr int32_t kInnerNullptr = 561103;   // ACLNN_ERR_INNER_NULLPTR
+constexpr int32_t kRtParamInvalid = 107000;  // ACL_ERROR_RT_PARAM_INVALID
 constexpr int32_t kRtContextNull = 107002;   // ACL_ERROR_RT_CONTEXT_NULL
+constexpr int32_t kRtOptNotSet = 107021;     // ACL_ERROR_RT_SYSPARAMOPT_NOT_SET
+// Not CANN's: what the simulator does not model (a test must not rely on it).
+constexpr int32_t kSimUnmodeled = 599999;
 
 constexpr int32_t kFloat = 0, kFloat16 = 1, kDouble = 11, kBf16 = 27;
-constexpr int32_t kND = 2, kNCHW = 0, kNDHWC = 27, kNCDHW = 30;
+constexpr int32_t kNHWC = 1, kND = 2, kNDHWC = 27, kNCDHW = 30;
+
+enum class Release { kHead, k81RC1 };
+
+// The chip's architecture, from its SoC name as aclrtGetSocName gives it (the
+// runtime's platform .ini files): Ascend910A/B/ProA/ProB/PremiumA are Atlas
+// training (DAV_1001); Ascend910B<digit>... Atlas A2 and Ascend910_93xx
+// Atlas A3 (DAV_2201); Ascend950* DAV_3510 (register-based, IsRegBase);
+// Ascend310P* DAV_2002.
+enum class Arch { kDav1001, kDav2201, kDav3510, kDav2002, kOther };
+
+// An ACL context (aclrtCreateContext). ACL_OPT_DETERMINISTIC of a context has
+// no default: reading it before it was set fails (the runtime's API
+// reference, aclrtCtxGetSysParamOpt).
+struct SimContext {
+  int id;
+  int32_t device;
+  bool deterministic_set;
+  int64_t deterministic;
+};
 
 std::recursive_mutex g_mu;
 std::string g_log;
 std::string g_err;
 std::string g_log_copy;
 std::map<std::string, int32_t> g_fail;
-uint64_t g_workspace_size = 256;
-int64_t g_deterministic = 0;          // ACL_OPT_DETERMINISTIC of the context
-int64_t g_process_deterministic = 0;  // ... of the process (aclrtSetSysParamOpt)
-// The ACL context current "on the calling thread". The tests cannot reach the
-// thread XLA runs a call on, so the simulator keeps one for the process.
-bool g_context_current = true;
-int g_context_tag = 0;  // what aclrtGetCurrentContext hands out
+std::map<std::string, double> g_wrong;  // entry point ("" for all) -> bias
+int64_t g_violations = 0;
+Release g_release = Release::kHead;
 std::string g_soc = "Ascend910B2";
-double g_output_bias = 0;  // added to every value a launch writes (a wrong kernel, for tests)
+int g_next_id = 1;
+// The primary context, current on every thread that has not made another
+// current (as a PJRT plugin makes its device's context current on the
+// threads running its work; the tests cannot reach those threads).
+SimContext g_primary{0, 0, false, 0};
+bool g_primary_current = true;
+int64_t g_process_deterministic = 0;  // aclrtGetSysParamOpt: default 0
+std::set<SimContext*> g_contexts;
+thread_local SimContext* t_context = nullptr;  // aclrtSetCurrentContext on this thread
+// opbase before c501b51 reads the context option once per kernel, when it
+// first parses the kernel's tiling, and keeps it (tiling_parse_ctx_holder.cpp
+// and op_kernel.h's determinConfig_ at c501b51^): kernel name -> flag.
+std::map<std::string, bool> g_cached_kernel_deterministic;
+uint64_t g_launches = 0;  // seeds the order of the atomic adds of a launch
 
 }  // namespace
 
@@ -81,6 +121,9 @@ struct aclBoolArray {
   std::vector<bool> values;
   int id;
 };
+// Where a launch runs, as the op code routes it; it decides what the
+// simulation does about atomics.
+enum SimRoute { kRouteNone, kRouteAiCore, kRouteAiCpu };
 struct aclOpExecutor {
   int kind;  // 0 fwd2d, 1 fwd3d, 2 bwd2d, 3 bwd3d
   const aclTensor *a, *b, *c;  // fwd: input, grid, -; bwd: grad_output, input, grid
@@ -89,8 +132,10 @@ struct aclOpExecutor {
   bool align_corners;
   bool mask[2];
   bool compute;
+  bool repeatable;
+  SimRoute route;
+  bool deterministic_kernel;
   uint64_t workspace;
-  int64_t deterministic;
   int id;
 };
 }
@@ -102,7 +147,6 @@ std::set<const aclBoolArray*> g_arrays;
 std::set<const aclOpExecutor*> g_executors;
 std::set<void*> g_mallocs;
 std::map<const void*, int> g_streams;  // live streams from aclrtCreateStream -> id
-int g_next_id = 1;
 
 // "S<id>" for a live stream, "default" for null (ACL's default stream),
 // "invalid" for anything else.
@@ -121,6 +165,14 @@ int32_t Fail(int32_t code, const std::string& msg) {
   return code;
 }
 
+// A call that breaks a documented contract: counted (tests assert none) and
+// failed.
+int32_t Violation(int32_t code, const std::string& msg) {
+  ++g_violations;
+  Log("  VIOLATION: " + msg);
+  return Fail(code, msg);
+}
+
 // The injected failure for fn, if any (consumed).
 bool Injected(const char* fn, int32_t* code) {
   auto it = g_fail.find(fn);
@@ -132,6 +184,11 @@ bool Injected(const char* fn, int32_t* code) {
   return true;
 }
 
+SimContext* CurrentContext() {
+  if (t_context != nullptr) return t_context;
+  return g_primary_current ? &g_primary : nullptr;
+}
+
 std::string Dims(const std::vector<int64_t>& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
@@ -141,11 +198,7 @@ std::string Dims(const std::vector<int64_t>& d) {
 std::string Desc(const aclTensor* t) {
   if (t == nullptr) return "null";
   return "T" + std::to_string(t->id) + Dims(t->view) + "/dt" + std::to_string(t->dtype) + "/f" +
-         std::to_string(t->format);
-}
-
-bool ValidDtype(int32_t dt) {
-  return dt == kFloat || dt == kFloat16 || dt == kDouble || dt == kBf16;
+         std::to_string(t->format) + (t->data == nullptr ? "/nodata" : "");
 }
 
 size_t ElemSize(int32_t dt) { return dt == kDouble ? 8 : dt == kFloat ? 4 : 2; }
@@ -155,6 +208,22 @@ int64_t Numel(const std::vector<int64_t>& d) {
   for (int64_t x : d) n *= x;
   return n;
 }
+
+Arch CurrentArch() {
+  const std::string& s = g_soc;
+  if (s.rfind("Ascend950", 0) == 0) return Arch::kDav3510;
+  if (s.rfind("Ascend910_93", 0) == 0) return Arch::kDav2201;
+  if (s.rfind("Ascend910B", 0) == 0 && s.size() > 10 &&
+      std::isdigit(static_cast<unsigned char>(s[10]))) {
+    return Arch::kDav2201;
+  }
+  if (s.rfind("Ascend910", 0) == 0) return Arch::kDav1001;
+  if (s.rfind("Ascend310P", 0) == 0) return Arch::kDav2002;
+  return Arch::kOther;
+}
+
+bool IsHalf(int32_t dtype) { return dtype == kFloat16 || dtype == kBf16; }
+bool AiCoreDtype(int32_t dtype) { return dtype == kFloat || IsHalf(dtype); }
 
 // ---- element access (host memory, strided) ----
 
@@ -302,10 +371,17 @@ Axis MakeAxis(double c, int64_t s, int64_t interpolation, int64_t padding, bool 
 
 bool InRange(double i, int64_t s) { return i >= 0 && i <= s - 1; }
 
-// Runs forward (go == nullptr) or backward over every output point.
-// Index convention: feature maps (N, C, D, H, W) with D = 1 in 2D; grid
-// (N, Do, Ho, Wo, k).
-void Run(const aclOpExecutor& e) {
+// Runs forward (go == nullptr) or backward over every output point; `bias` is
+// added to every value written (sim_set_wrong_results). Feature maps are
+// (N, C, D, H, W) with D = 1 in 2D; grids (N, Do, Ho, Wo, k).
+//
+// The grad_input of a backward is a scatter: the AICore kernels add each
+// point's contribution with atomics, in whatever order the cores get there,
+// unless the deterministic kernel was picked (op_api_list.md: the backward is
+// "默认非确定性实现，支持配置开启"). The simulation adds them in float32 in an
+// order that changes from launch to launch for the default AICore kernel,
+// and in point order, in float64, otherwise.
+void Run(const aclOpExecutor& e, double bias) {
   const bool backward = e.kind >= 2;
   const int k = (e.kind % 2) ? 3 : 2;
   const aclTensor* input = backward ? e.b : e.a;
@@ -335,8 +411,8 @@ void Run(const aclOpExecutor& e) {
       if (write) Write(t, {b, y, x, a}, value); else *v = Read(t, {b, y, x, a});
     }
   };
-  // grad_input accumulates in float64 and is written once at the end.
-  std::vector<double> gin_acc(gin ? static_cast<size_t>(n * c * in_d * in_h * in_w) : 0, 0.0);
+  // grad_input's contributions: (flat index, value), in point order.
+  std::vector<std::pair<size_t, double>> scatter;
   const int64_t sizes[3] = {in_w, in_h, in_d};
   for (int64_t b = 0; b < n; ++b)
     for (int64_t z = 0; z < o_d; ++z)
@@ -370,7 +446,9 @@ void Run(const aclOpExecutor& e) {
                     continue;
                   }
                   if (gin) {
-                    gin_acc[static_cast<size_t>((((b * c + ch) * in_d + jz) * in_h + jy) * in_w + jx)] += g * w;
+                    scatter.emplace_back(
+                        static_cast<size_t>((((b * c + ch) * in_d + jz) * in_h + jy) * in_w + jx),
+                        g * w);
                   }
                   if (ggrid) {
                     double v;
@@ -380,185 +458,171 @@ void Run(const aclOpExecutor& e) {
                     if (k == 3) ggrad[2] += g * v * ax[0].w[tx] * ax[1].w[ty] * ax[2].dw[tz];
                   }
                 }
-            if (out) fidx(out, b, ch, z, y, x, nullptr, true, acc + g_output_bias);
+            if (out) fidx(out, b, ch, z, y, x, nullptr, true, acc + bias);
           }
           if (ggrid) {
             for (int a = 0; a < k; ++a) {
-              gidx(ggrid, b, z, y, x, a, nullptr, true, ggrad[a] * ax[a].dcoord + g_output_bias);
+              gidx(ggrid, b, z, y, x, a, nullptr, true, ggrad[a] * ax[a].dcoord + bias);
             }
           }
         }
-  if (gin) {
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t z = 0; z < in_d; ++z)
-          for (int64_t y = 0; y < in_h; ++y)
-            for (int64_t x = 0; x < in_w; ++x)
-              fidx(gin, b, ch, z, y, x, nullptr, true,
-                   gin_acc[static_cast<size_t>((((b * c + ch) * in_d + z) * in_h + y) * in_w + x)] +
-                       g_output_bias);
+  if (!gin) return;
+  const size_t total = static_cast<size_t>(n * c * in_d * in_h * in_w);
+  std::vector<double> gin_acc(total, 0.0);
+  if (e.route == kRouteAiCore && !e.deterministic_kernel) {
+    // Atomic adds in float32, in an order of this launch's own.
+    uint64_t state = 0x9e3779b97f4a7c15ull * ++g_launches;
+    for (size_t i = scatter.size(); i > 1; --i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      std::swap(scatter[i - 1], scatter[(state >> 33) % i]);
+    }
+    std::vector<float> acc(total, 0.0f);
+    for (const auto& [index, value] : scatter) acc[index] += static_cast<float>(value);
+    std::copy(acc.begin(), acc.end(), gin_acc.begin());
+  } else {
+    for (const auto& [index, value] : scatter) gin_acc[index] += value;
   }
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t z = 0; z < in_d; ++z)
+        for (int64_t y = 0; y < in_h; ++y)
+          for (int64_t x = 0; x < in_w; ++x)
+            fidx(gin, b, ch, z, y, x, nullptr, true,
+                 gin_acc[static_cast<size_t>((((b * c + ch) * in_d + z) * in_h + y) * in_w + x)] +
+                     bias);
 }
 
-// ---- parameter checks ----
+// ---- the first phase's checks ----
 
 bool Live(const aclTensor* t) { return g_tensors.count(t) != 0; }
 
-// The tensor-level checks shared by every entry point; returns 0 or a code.
+const char* kKindNames[4] = {"aclnnGridSampler2D", "aclnnGridSampler3D",
+                             "aclnnGridSampler2DBackward", "aclnnGridSampler3DBackward"};
+
+// CheckNotNull (161001) and OP_CHECK_DTYPE_NOT_MATCH (161002), shared by the
+// four entry points. A tensor's data is not looked at in the first phase:
+// nnopbase takes tensors without data (aclCreateTensor.md's examples, and
+// aclSetAclOpExecutorRepeatable.md's, which calls a first phase with them).
 int32_t CheckTensors(const std::vector<const aclTensor*>& ts, const char* names) {
   for (const aclTensor* t : ts) {
     if (t == nullptr) return Fail(kNullptr, std::string("null tensor among ") + names);
   }
   for (const aclTensor* t : ts) {
-    if (!Live(t)) return Fail(kInvalid, "tensor is not a live aclTensor (destroyed?)");
-    if (!ValidDtype(t->dtype)) {
-      return Fail(kInvalid, "dtype " + std::to_string(t->dtype) +
-                                " not in {FLOAT, FLOAT16, DOUBLE, BFLOAT16} for " + names);
-    }
+    if (!Live(t)) return Violation(kInvalid, "a tensor that is not a live aclTensor (destroyed?)");
     if (t->dtype != ts[0]->dtype) return Fail(kInvalid, std::string("dtypes differ among ") + names);
-    if (Numel(t->view) > 0 && t->data == nullptr) {
-      return Fail(kInvalid, "non-empty tensor T" + std::to_string(t->id) + " has no data");
-    }
   }
   return kOk;
 }
 
-// The simulated chip, from its SoC name as aclrtGetSocName gives it (the
-// runtime's platform .ini files: Ascend910A/B/ProA/ProB/PremiumA are Atlas
-// training, DAV_1001; Ascend910B<digit>... Atlas A2 and Ascend910_93xx Atlas
-// A3, DAV_2201; Ascend950* DAV_3510; Ascend310P* DAV_2002).
-enum class Chip { kTraining, kA2A3, k950, k310P, kOther };
-
-Chip CurrentChip() {
-  const std::string& s = g_soc;
-  if (s.rfind("Ascend950", 0) == 0) return Chip::k950;
-  if (s.rfind("Ascend910_93", 0) == 0) return Chip::kA2A3;
-  if (s.rfind("Ascend910B", 0) == 0 && s.size() > 10 && std::isdigit(static_cast<unsigned char>(s[10]))) {
-    return Chip::kA2A3;
+// The dtype lists of the entry points' CheckDtypeValid, and the API pages'
+// per-product exclusions that the code does not check itself.
+int32_t CheckDtype(int kind, int32_t dtype) {
+  const Arch arch = CurrentArch();
+  const bool known = dtype == kFloat || dtype == kFloat16 || dtype == kDouble || dtype == kBf16;
+  if (!known) return Fail(kInvalid, "dtype " + std::to_string(dtype) + " not supported");
+  const bool training = arch == Arch::kDav1001;
+  switch (kind) {
+    case 0:
+      // head: {FLOAT, FLOAT16, BF16, DOUBLE}, BF16 refused on DAV_2002
+      // (aclnn_grid_sampler2d.cpp:52, :85). 8.1.RC1, before ops-cv 78f22ac4:
+      // {FLOAT, FLOAT16, DOUBLE}, BF16 only on register-based chips.
+      if (dtype == kBf16 && g_release == Release::kHead && arch == Arch::kDav2002) {
+        return Fail(kInvalid, "input dtype does not support bf16 on this chip");
+      }
+      if (dtype == kBf16 && g_release == Release::k81RC1 && arch != Arch::kDav3510) {
+        return Fail(kInvalid, "BFLOAT16 is not in the 2D forward's dtype list (8.1.RC1)");
+      }
+      // aclnnGridSampler2D.md: Atlas training products take no BFLOAT16.
+      if (dtype == kBf16 && training) {
+        return Fail(kInvalid, "BFLOAT16 is not supported on Atlas training products");
+      }
+      return kOk;
+    case 1:
+      return kOk;  // all four (aclnn_grid_sampler3d.cpp:54); BF16 is routed below
+    case 2:
+      // {FLOAT, FLOAT16, DOUBLE, BF16} on DAV_2201 and register-based chips,
+      // else without BF16 (aclnn_grid_sampler2d_backward.cpp:56-75);
+      // aclnnGridSampler2DBackward.md: Atlas training products take no DOUBLE.
+      if (dtype == kBf16 && arch != Arch::kDav2201 && arch != Arch::kDav3510) {
+        return Fail(kInvalid, "BFLOAT16 is not in the 2D backward's dtype list for this chip");
+      }
+      if (dtype == kDouble && training) {
+        return Fail(kInvalid, "DOUBLE is not supported on Atlas training products");
+      }
+      return kOk;
+    default:
+      // All four (aclnn_grid_sampler3d_backward.cpp:53);
+      // aclnnGridSampler3DBackward.md: Atlas training products take no BF16.
+      if (dtype == kBf16 && training) {
+        return Fail(kInvalid, "BFLOAT16 is not supported on Atlas training products");
+      }
+      return kOk;
   }
-  if (s.rfind("Ascend910", 0) == 0) return Chip::kTraining;
-  if (s.rfind("Ascend310P", 0) == 0) return Chip::k310P;
-  return Chip::kOther;
 }
 
-// Formats as the API pages list them. aclnnGridSampler2D / 2DBackward: every
-// tensor ND. aclnnGridSampler3D: input and out NCDHW, NDHWC or ND (the op
-// checks this), grid ND. aclnnGridSampler3DBackward: gradOutput, input and
-// inputGrad NCDHW or NDHWC (not NDHWC for DOUBLE), grid and gridGrad NDHWC.
-// Only the 3D forward's check is in the ops-cv code; the simulator holds the
-// other calls to the documented formats as well. NDHWC feature maps make
-// ops-cv read C from the last axis, which the simulator does not model.
-int32_t CheckFormats(int k, bool backward, const std::vector<const aclTensor*>& features,
-                     const std::vector<const aclTensor*>& grids) {
-  for (const aclTensor* t : features) {
-    if (k == 2 && t->format != kND) {
-      return Fail(kInvalid, "feature map format " + std::to_string(t->format) + " is not ND");
-    }
-    if (k == 3 && t->format == kNDHWC) {
-      return Fail(kInvalid, t->dtype == kDouble ? "DOUBLE does not support the NDHWC format"
-                                                : "NDHWC feature maps are not simulated");
-    }
-    if (k == 3 && t->format != kNCDHW && (backward || t->format != kND)) {
-      return Fail(kInvalid, "feature map format " + std::to_string(t->format) +
-                                (backward ? " is not NCDHW" : " is not NCDHW or ND"));
-    }
-  }
-  const int32_t grid_format = (k == 3 && backward) ? kNDHWC : kND;
-  for (const aclTensor* t : grids) {
-    if (t->format != grid_format) {
-      return Fail(kInvalid, "grid format " + std::to_string(t->format) + " is not " +
-                                (grid_format == kND ? "ND" : "NDHWC"));
-    }
-  }
-  return kOk;
-}
-
-// The dtype and mode rules that depend on the chip, checked where ops-cv
-// checks them (kind 0/1: 2D/3D forward, 2/3: 2D/3D backward). In CheckParams,
-// before the empty-tensor return:
-//  - 2D backward: BFLOAT16 only on A2/A3/950 (aclnn_grid_sampler2d_backward.cpp
-//    dtype lists); its page also excludes DOUBLE on Atlas training products,
-//    which the code would send to AICPU: the simulator follows the page.
-//  - 3D backward: its page excludes BFLOAT16 on Atlas training products (the
-//    code has no chip gating): the simulator follows the page.
-//  - 2D forward: BFLOAT16 rejected on 310P (DAV_2002).
-int32_t CheckChipDtypes(int kind, int32_t dtype) {
-  const Chip chip = CurrentChip();
-  const bool modern = chip == Chip::kA2A3 || chip == Chip::k950;
-  if (kind == 2 && dtype == kBf16 && !modern) return Fail(kInvalid, "BFLOAT16 needs Atlas A2/A3 or 950");
-  if (kind == 2 && dtype == kDouble && chip == Chip::kTraining) {
-    return Fail(kInvalid, "DOUBLE is not supported on Atlas training products");
-  }
-  if (kind == 3 && dtype == kBf16 && chip == Chip::kTraining) {
-    return Fail(kInvalid, "BFLOAT16 is not supported on Atlas training products");
-  }
-  if (kind == 0 && dtype == kBf16 && chip == Chip::k310P) return Fail(kInvalid, "BFLOAT16 on 310P");
-  return kOk;
-}
-
-// The forwards' routing rejections, after the empty-tensor return:
-//  - 2D: bicubic is rejected wherever the call would run on AICPU, which has
-//    no bicubic: DOUBLE on every chip, every dtype on Atlas training products
-//    and everything the 310P's AICore template does not take (it takes
-//    bilinear only) (aclnn_grid_sampler2d.cpp CheckAiCpuSupport).
-//  - 3D: BFLOAT16 only on A2/A3 (and 950) ("when data type is bfloat16, only
-//    support by ascend910B or ascend910_93", aclnn_grid_sampler3d.cpp).
-int32_t CheckForwardRoute(int kind, int32_t dtype, int64_t interpolation) {
-  const Chip chip = CurrentChip();
-  const bool modern = chip == Chip::kA2A3 || chip == Chip::k950;
-  if (kind == 0 && interpolation == 2 && (dtype == kDouble || !modern)) {
-    return Fail(kInvalid, "no AICPU bicubic: when data type is double, no support interpolation "
-                          "mode is bicubic");
-  }
-  if (kind == 1 && dtype == kBf16 && !modern) {
-    return Fail(kInvalid, "when data type is bfloat16, only support by ascend910B or ascend910_93");
-  }
-  return kOk;
-}
-
-// Ranks, formats, modes and shape relations for the forward or backward.
-// feature maps: input (and grad_output, input_grad / out), grids: grid (and grid_grad).
-int32_t CheckShapes(int k, bool backward, const aclTensor* input, const aclTensor* grid,
-                    const aclTensor* go, const aclTensor* out, const aclTensor* gin,
-                    const aclTensor* ggrid, int64_t interpolation, int64_t padding) {
-  const size_t rank = static_cast<size_t>(k) + 2;
-  std::vector<const aclTensor*> features = {input};
-  if (go) features.push_back(go);
-  if (out) features.push_back(out);
-  if (gin) features.push_back(gin);
-  std::vector<const aclTensor*> grids = {grid};
-  if (ggrid) grids.push_back(ggrid);
-  for (const aclTensor* t : features) {
-    if (t->view.size() != rank) return Fail(kInvalid, "feature map is not " + std::to_string(rank) + "-D: " + Desc(t));
-  }
-  for (const aclTensor* t : grids) {
-    if (t->view.size() != rank) return Fail(kInvalid, "grid is not " + std::to_string(rank) + "-D: " + Desc(t));
-  }
-  if (int32_t code = CheckFormats(k, backward, features, grids); code != kOk) return code;
-  // Modes: 2D forward and (since ops-cv commit b3bb0e12) 2D backward take
-  // bicubic (2); the 3D ones bilinear and nearest only.
-  const int64_t max_interp = k == 2 ? 2 : 1;
-  if (interpolation < 0 || interpolation > max_interp) {
-    return Fail(kInvalid, "interpolationMode " + std::to_string(interpolation) + " not supported");
+// The modes of CheckAttrValid. 2D forward: interpolation 0..2
+// (aclnn_grid_sampler2d.cpp:40); 2D backward: 0..2 at head, 0..1 before
+// ops-cv b3bb0e12 (8.1.RC1); 3D: 0..1 (aclnn_grid_sampler3d.cpp:47,
+// aclnn_grid_sampler3d_backward.cpp:41). Padding 0..2 everywhere.
+int32_t CheckModes(int kind, int64_t interpolation, int64_t padding) {
+  int64_t max_interpolation = kind == 0 ? 2 : kind == 2 ? 2 : 1;
+  if (kind == 2 && g_release == Release::k81RC1) max_interpolation = 1;
+  if (interpolation < 0 || interpolation > max_interpolation) {
+    return Fail(kInvalid, "interpolationMode " + std::to_string(interpolation) +
+                              " should be in range [0, " + std::to_string(max_interpolation) + "]");
   }
   if (padding < 0 || padding > 2) {
-    return Fail(kInvalid, "paddingMode " + std::to_string(padding) + " not supported");
+    return Fail(kInvalid, "paddingMode " + std::to_string(padding) + " should be in range [0, 2]");
+  }
+  return kOk;
+}
+
+// Formats. Only the 3D forward checks them: input and out NCDHW, NDHWC or ND
+// (aclnn_grid_sampler3d.cpp:57, :101-113). Grids are never checked. An NHWC
+// (2D) or NDHWC (3D) feature map makes ops-cv read C and the spatial axes
+// elsewhere (aclnn_grid_sampler2d_backward.cpp:178,
+// aclnn_grid_sampler3d_backward.cpp:122), which the simulator does not model.
+int32_t CheckFormats(int kind, const std::vector<const aclTensor*>& features) {
+  for (const aclTensor* t : features) {
+    if (kind == 1 && t->format != kNCDHW && t->format != kNDHWC && t->format != kND) {
+      return Fail(kInvalid, "format " + std::to_string(t->format) +
+                                " is not one of NCDHW, NDHWC, ND");
+    }
+    if (t->format == kNHWC || t->format == kNDHWC) {
+      return Violation(kSimUnmodeled, "channels-last feature maps are not simulated");
+    }
+  }
+  return kOk;
+}
+
+// Ranks and shape relations (CheckShape of each entry point).
+int32_t CheckShapes(int k, bool backward, const aclTensor* input, const aclTensor* grid,
+                    const aclTensor* go, const aclTensor* out, const aclTensor* gin,
+                    const aclTensor* ggrid) {
+  const size_t rank = static_cast<size_t>(k) + 2;
+  for (const aclTensor* t : {input, grid, backward ? go : out}) {
+    if (t->view.size() != rank) {
+      return Fail(kInvalid, "tensor is not " + std::to_string(rank) + "-D: " + Desc(t));
+    }
   }
   const auto& iv = input->view;
   const auto& gv = grid->view;
   if (gv[0] != iv[0]) return Fail(kInvalid, "N of input and grid differ");
-  if (gv[rank - 1] != k) return Fail(kInvalid, "the last dimension of grid is not " + std::to_string(k));
-  // Input H and W must not be 0 (2D, and dims 3 and 4 of the 3D forward);
-  // the 3D backward checks none, the 3D forward not D.
+  if (gv[rank - 1] != k) {
+    return Fail(kInvalid, "the last dimension of grid is not " + std::to_string(k));
+  }
+  // Input H and W must not be 0 (2D: aclnn_grid_sampler2d_backward.cpp:145
+  // and the 2D forward; 3D forward: H and W, not D); the 3D backward checks none.
   for (size_t i = rank - 2; i < rank && !(k == 3 && backward); ++i) {
     if (iv[i] == 0) return Fail(kInvalid, "a spatial dimension of input is 0");
   }
   const aclTensor* result = backward ? go : out;  // (N, C, grid spatial)
-  if (result->view[0] != iv[0]) return Fail(kInvalid, std::string(backward ? "gradOutput" : "out") + " N differs from input");
-  if (result->view[1] != iv[1]) return Fail(kInvalid, std::string(backward ? "gradOutput" : "out") + " C differs from input");
+  const char* what = backward ? "gradOutput" : "out";
+  if (result->view[0] != iv[0]) return Fail(kInvalid, std::string(what) + " N differs from input");
+  if (result->view[1] != iv[1]) return Fail(kInvalid, std::string(what) + " C differs from input");
   for (int i = 0; i < k; ++i) {
     if (gv[1 + i] != result->view[2 + i]) {
-      return Fail(kInvalid, std::string("grid spatial dims differ from ") + (backward ? "gradOutput" : "out"));
+      return Fail(kInvalid, std::string("grid spatial dims differ from ") + what);
     }
   }
   if (gin && gin->view != iv) return Fail(kInvalid, "inputGrad shape differs from input");
@@ -566,17 +630,122 @@ int32_t CheckShapes(int k, bool backward, const aclTensor* input, const aclTenso
   return kOk;
 }
 
-const char* kKindNames[4] = {"aclnnGridSampler2D", "aclnnGridSampler3D",
-                             "aclnnGridSampler2DBackward", "aclnnGridSampler3DBackward"};
+// ---- routes, kernels and workspaces ----
+
+// Where the op code sends a non-empty call, or a rejection (*code set).
+SimRoute Route(int kind, int32_t dtype, int64_t interpolation, int64_t channels, int32_t* code) {
+  const Arch arch = CurrentArch();
+  *code = kOk;
+  switch (kind) {
+    case 0: {
+      // aclnn_grid_sampler2d.cpp:211-249 (AICore), :63-76 (register-based),
+      // :177-184 (AICPU has no bicubic: paramsNotSupport, 161002).
+      const bool aicore =
+          (arch == Arch::kDav3510 && interpolation != 0 && AiCoreDtype(dtype)) ||
+          (AiCoreDtype(dtype) && arch == Arch::kDav2201);
+      const bool regbase = arch == Arch::kDav3510 && interpolation == 0 && AiCoreDtype(dtype);
+      if (aicore || regbase) return kRouteAiCore;
+      if (interpolation == 2) {
+        *code = Fail(kInvalid, "The op info is not supported: when data type is double, no "
+                               "support interpolation mode is bicubic");
+        return kRouteNone;
+      }
+      return kRouteAiCpu;
+    }
+    case 1: {
+      // aclnn_grid_sampler3d.cpp:214-248, :340-361: AICore for FLOAT,
+      // FLOAT16, BF16 on DAV_2201 (and DAV_3510), AICPU for FLOAT, FLOAT16,
+      // DOUBLE, else 161002 ("when data type is bfloat16, only support by
+      // ascend910B or ascend910_93").
+      if (AiCoreDtype(dtype) && (arch == Arch::kDav2201 || arch == Arch::kDav3510)) {
+        return kRouteAiCore;
+      }
+      if (dtype != kBf16) return kRouteAiCpu;
+      *code = Fail(kInvalid, "when data type is bfloat16, only support by ascend910B or "
+                             "ascend910_93");
+      return kRouteNone;
+    }
+    case 2: {
+      // aclnn_grid_sampler2d_backward.cpp:174-193 (the transposed AICore
+      // route: not DOUBLE, not DAV_1001 or DAV_3510, C <= 2048) and :290-299
+      // (DAV_3510 without DOUBLE: AICore; else the AICPU GridSampler2DGrad).
+      // 8.1.RC1, before ops-cv 760ad4cc, sent DOUBLE on DAV_3510 to the AICore
+      // kernel, which has no DOUBLE: the launcher list fails and the first
+      // phase returns ACLNN_ERR_INNER_NULLPTR (CheckTupleNullptr, :302).
+      const bool transposed = dtype != kDouble && arch != Arch::kDav1001 &&
+                              arch != Arch::kDav3510 && channels <= 2048;
+      if (transposed) return kRouteAiCore;
+      if (arch == Arch::kDav3510 && dtype != kDouble) return kRouteAiCore;
+      if (arch == Arch::kDav3510 && g_release == Release::k81RC1) {
+        *code = Fail(kInnerNullptr, "GridSamplerGrad AiCore ADD_TO_LAUNCHER_LIST_AICORE failed.");
+        return kRouteNone;
+      }
+      return kRouteAiCpu;
+    }
+    default:
+      // grid_sampler3d_grad.cpp: AICore on DAV_2201 and DAV_3510 for FLOAT,
+      // FLOAT16, BF16 with C <= 2048, else AICPU.
+      if ((arch == Arch::kDav2201 || arch == Arch::kDav3510) && channels <= 2048 &&
+          AiCoreDtype(dtype)) {
+        return kRouteAiCore;
+      }
+      return kRouteAiCpu;
+  }
+}
+
+// Whether an AICore kernel picked in this first phase is the deterministic
+// one. head (opbase c501b51 and later): the process option, read at every
+// first phase (op_executor.cpp:1008-1046, InitL2Phase1Context). 8.1.RC1
+// (before c501b51): the context option, read the first time the kernel's
+// tiling is parsed and kept (tiling_parse_ctx_holder.cpp, op_kernel.h's
+// determinConfig_).
+bool DeterministicKernel(int kind) {
+  if (g_release == Release::kHead) return g_process_deterministic >= 1;
+  const std::string kernel = kKindNames[kind];
+  auto it = g_cached_kernel_deterministic.find(kernel);
+  if (it != g_cached_kernel_deterministic.end()) return it->second;
+  const SimContext* context = CurrentContext();
+  const bool on = context != nullptr && context->deterministic_set && context->deterministic >= 1;
+  g_cached_kernel_deterministic[kernel] = on;
+  return on;
+}
+
+// The workspace the first phase asks for: the AICore tilings' 16 MiB system
+// workspace (grid_sample_tiling.cpp:266, grid_sampler2_d_grad_tiling.cpp:527,
+// grid_sampler3_d_grad_tiling.cpp:50), plus, for half types, the forward's
+// float32 staging (grid_sample_tiling.cpp:267-271, 20 cores x C x 512
+// floats here) and the 2D backward's float32 copy of grad_input, whose size
+// the tiling computes as a uint32 product (grid_sampler2_d_grad_tiling.cpp:526,
+// kept here); plus the intermediate results the op code allocates in the
+// executor (the backward's internal gradients). AICPU routes: the
+// intermediates only.
+uint64_t WorkspaceSize(int kind, SimRoute route, const aclTensor* input, const aclTensor* grid) {
+  const uint64_t element = ElemSize(input->dtype);
+  uint64_t bytes = 0;
+  if (kind >= 2) {
+    bytes += static_cast<uint64_t>(Numel(input->view) + Numel(grid->view)) * element;
+  }
+  if (route != kRouteAiCore) return bytes;
+  bytes += 16u * 1024 * 1024;
+  if (!IsHalf(input->dtype)) return bytes;
+  const auto& iv = input->view;
+  if (kind == 0 || kind == 1) return bytes + 20ull * static_cast<uint64_t>(iv[1]) * 512 * 4;
+  if (kind == 2) {
+    const uint32_t nchw = static_cast<uint32_t>(iv[0]) * static_cast<uint32_t>(iv[1]) *
+                          static_cast<uint32_t>(iv[2]) * static_cast<uint32_t>(iv[3]);
+    return bytes + static_cast<uint64_t>(nchw) * sizeof(float);
+  }
+  return bytes;
+}
 
 // A new executor for kind; compute false: one that runs nothing, as ops-cv
 // hands out (with workspace size 0) when it returns early.
-aclOpExecutor* NewExecutor(int kind, bool compute, uint64_t* ws, aclOpExecutor** ex) {
+aclOpExecutor* NewExecutor(int kind, bool compute, uint64_t workspace, uint64_t* ws,
+                           aclOpExecutor** ex) {
   auto* e = new aclOpExecutor{};
   e->kind = kind;
   e->compute = compute;
-  e->workspace = compute ? g_workspace_size : 0;
-  e->deterministic = g_process_deterministic;
+  e->workspace = compute ? workspace : 0;
   e->id = g_next_id++;
   g_executors.insert(e);
   *ws = e->workspace;
@@ -587,14 +756,27 @@ aclOpExecutor* NewExecutor(int kind, bool compute, uint64_t* ws, aclOpExecutor**
 }
 
 std::string DeterministicDesc() {
-  return " det=" + std::to_string(g_process_deterministic) +
-         " ctxdet=" + std::to_string(g_deterministic);
+  const SimContext* context = CurrentContext();
+  std::string ctx = context == nullptr ? "none"
+                    : context->deterministic_set ? std::to_string(context->deterministic)
+                                                 : "unset";
+  return " det=" + std::to_string(g_process_deterministic) + " ctxdet=" + ctx;
 }
 
-// aclnnGridSampler2D/3DGetWorkspaceSize (aclnn_grid_sampler2d.cpp,
-// aclnn_grid_sampler3d.cpp): CheckParams, then an empty input or grid returns
-// success with nothing to run (out is neither checked nor written), then the
-// routing rejections.
+// What every first phase checks before its own rules (OP_CHECK_COMM_INPUT,
+// and a current context, without which the runtime calls it makes fail).
+int32_t CheckCall(const std::string& fn, uint64_t* ws, aclOpExecutor** ex) {
+  int32_t code;
+  if (Injected(fn.c_str(), &code)) return code;
+  if (ws == nullptr || ex == nullptr) return Fail(kNullptr, "null workspaceSize or executor");
+  if (CurrentContext() == nullptr) return Fail(kRuntimeError, "no current context");
+  return kOk;
+}
+
+// aclnnGridSampler2D/3DGetWorkspaceSize (aclnn_grid_sampler2d.cpp:266-,
+// aclnn_grid_sampler3d.cpp:314-): CheckParams, then an empty input or grid
+// returns success with nothing to run (out is neither checked nor written),
+// then the routing (its rejections included).
 int32_t ForwardWorkspace(int kind, const aclTensor* input, const aclTensor* grid,
                          int64_t interpolation, int64_t padding, bool ac, aclTensor* out,
                          uint64_t* ws, aclOpExecutor** ex) {
@@ -604,32 +786,35 @@ int32_t ForwardWorkspace(int kind, const aclTensor* input, const aclTensor* grid
       std::to_string(interpolation) + " pad=" + std::to_string(padding) + " ac=" +
       std::to_string(ac) + DeterministicDesc());
   int32_t code;
-  if (Injected(fn.c_str(), &code)) return code;
-  if (ws == nullptr || ex == nullptr) return Fail(kNullptr, "null workspaceSize or executor");
-  if (!g_context_current) return Fail(kRuntimeError, "no current context");
+  if ((code = CheckCall(fn, ws, ex)) != kOk) return code;
   if ((code = CheckTensors({input, grid, out}, "input, grid, out")) != kOk) return code;
+  if ((code = CheckDtype(kind, input->dtype)) != kOk) return code;
+  if ((code = CheckModes(kind, interpolation, padding)) != kOk) return code;
+  if ((code = CheckFormats(kind, {input, out})) != kOk) return code;
   const int k = kind == 1 ? 3 : 2;
-  if ((code = CheckShapes(k, false, input, grid, nullptr, out, nullptr, nullptr, interpolation,
-                          padding)) != kOk) {
+  if ((code = CheckShapes(k, false, input, grid, nullptr, out, nullptr, nullptr)) != kOk) {
     return code;
   }
-  if ((code = CheckChipDtypes(kind, input->dtype)) != kOk) return code;
   if (Numel(input->view) == 0 || Numel(grid->view) == 0) {
-    NewExecutor(kind, false, ws, ex);
+    NewExecutor(kind, false, 0, ws, ex);
     return kOk;
   }
-  if ((code = CheckForwardRoute(kind, input->dtype, interpolation)) != kOk) return code;
-  aclOpExecutor* e = NewExecutor(kind, true, ws, ex);
+  const SimRoute route = Route(kind, input->dtype, interpolation, input->view[1], &code);
+  if (code != kOk) return code;
+  aclOpExecutor* e = NewExecutor(kind, true, WorkspaceSize(kind, route, input, grid), ws, ex);
   e->a = input; e->b = grid; e->out0 = out;
   e->interpolation = interpolation; e->padding = padding; e->align_corners = ac;
+  e->route = route;
+  e->deterministic_kernel = true;  // the forwards are deterministic (op_api_list.md)
   return kOk;
 }
 
 // aclnnGridSampler2D/3DBackwardGetWorkspaceSize
-// (aclnn_grid_sampler2d_backward.cpp, aclnn_grid_sampler3d_backward.cpp): a
-// null outputMask returns success before any check; then CheckParams
-// (including the mask's size); then an empty gradOutput, input or grid, or an
-// all-false mask, returns success with nothing to run and nothing written.
+// (aclnn_grid_sampler2d_backward.cpp:214-350, aclnn_grid_sampler3d_backward.cpp:206-357):
+// a null outputMask returns success before any check (:231, :223); then
+// CheckParams (the mask's size included); then an empty gradOutput, input or
+// grid, or an all-false mask, returns success with nothing to run and nothing
+// written (:242, :234); then the routing.
 int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
                           const aclTensor* grid, int64_t interpolation, int64_t padding, bool ac,
                           const aclBoolArray* mask, aclTensor* gin, aclTensor* ggrid,
@@ -639,7 +824,9 @@ int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
   std::string mask_desc = "null";
   if (mask != nullptr) {
     mask_desc = "A" + std::to_string(mask->id) + "[";
-    for (size_t i = 0; i < mask->values.size(); ++i) mask_desc += (i ? "," : "") + std::to_string(mask->values[i]);
+    for (size_t i = 0; i < mask->values.size(); ++i) {
+      mask_desc += (i ? "," : "") + std::to_string(mask->values[i]);
+    }
     mask_desc += "]";
   }
   Log(fn + " gradOutput=" + Desc(go) + " input=" + Desc(input) + " grid=" + Desc(grid) +
@@ -647,79 +834,120 @@ int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
       " interp=" + std::to_string(interpolation) + " pad=" + std::to_string(padding) + " ac=" +
       std::to_string(ac) + DeterministicDesc());
   int32_t code;
-  if (Injected(fn.c_str(), &code)) return code;
-  if (ws == nullptr || ex == nullptr) return Fail(kNullptr, "null workspaceSize or executor");
-  if (!g_context_current) return Fail(kRuntimeError, "no current context");
+  if ((code = CheckCall(fn, ws, ex)) != kOk) return code;
   if (mask == nullptr) {
-    NewExecutor(kind, false, ws, ex);
+    NewExecutor(kind, false, 0, ws, ex);
     return kOk;
   }
   if ((code = CheckTensors({go, input, grid, gin, ggrid},
                            "gradOutput, input, grid, inputGrad, gridGrad")) != kOk) {
     return code;
   }
+  if ((code = CheckDtype(kind, input->dtype)) != kOk) return code;
+  if ((code = CheckModes(kind, interpolation, padding)) != kOk) return code;
+  if ((code = CheckFormats(kind, {go, input, gin})) != kOk) return code;
   const int k = kind == 3 ? 3 : 2;
-  if ((code = CheckShapes(k, true, input, grid, go, nullptr, gin, ggrid, interpolation,
-                          padding)) != kOk) {
-    return code;
+  if ((code = CheckShapes(k, true, input, grid, go, nullptr, gin, ggrid)) != kOk) return code;
+  if (g_arrays.count(mask) == 0) {
+    return Violation(kInvalid, "outputMask is not a live aclBoolArray");
   }
-  if ((code = CheckChipDtypes(kind, input->dtype)) != kOk) return code;
-  if (g_arrays.count(mask) == 0) return Fail(kInvalid, "outputMask is not a live aclBoolArray");
   if (mask->values.size() != 2) return Fail(kInvalid, "outputMask must have 2 elements");
   const bool m[2] = {mask->values[0], mask->values[1]};
   if (Numel(go->view) == 0 || Numel(input->view) == 0 || Numel(grid->view) == 0 ||
       !(m[0] || m[1])) {
-    NewExecutor(kind, false, ws, ex);
+    NewExecutor(kind, false, 0, ws, ex);
     return kOk;
   }
-  aclOpExecutor* e = NewExecutor(kind, true, ws, ex);
+  const SimRoute route = Route(kind, input->dtype, interpolation, input->view[1], &code);
+  if (code != kOk) return code;
+  const bool deterministic = route == kRouteAiCpu || DeterministicKernel(kind);
+  aclOpExecutor* e = NewExecutor(kind, true, WorkspaceSize(kind, route, input, grid), ws, ex);
   e->a = go; e->b = input; e->c = grid; e->out0 = gin; e->out1 = ggrid;
   e->interpolation = interpolation; e->padding = padding; e->align_corners = ac;
   e->mask[0] = m[0]; e->mask[1] = m[1];
+  e->route = route;
+  e->deterministic_kernel = deterministic;
   return kOk;
 }
 
-// aclrt[Ctx]SetSysParamOpt for ACL_OPT_DETERMINISTIC (0: off, 1..3: levels).
-int SetDeterministicOpt(const char* fn, int32_t opt, int64_t value, int64_t* slot) {
+// aclrt[Ctx]SetSysParamOpt for ACL_OPT_DETERMINISTIC, levels [0, 4) (the
+// runtime's aclSysParamOpt reference; api_c.cc rtSetSysParamOpt).
+int SetDeterministicOpt(const char* fn, int32_t opt, int64_t value, bool context) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   Log(std::string(fn) + " opt=" + std::to_string(opt) + " value=" + std::to_string(value));
   int32_t code;
   if (Injected(fn, &code)) return code;
-  if (opt != 0 || value < 0 || value > 3) return Fail(kRtParamInvalid, std::string(fn) + ": bad args");
-  *slot = value;
+  if (opt != 0 || value < 0 || value > 3) {
+    return Fail(kRtParamInvalid, std::string(fn) + ": bad args");
+  }
+  if (!context) {
+    g_process_deterministic = value;
+    return kOk;
+  }
+  SimContext* current = CurrentContext();
+  if (current == nullptr) return Fail(kRtContextNull, std::string(fn) + ": no current context");
+  current->deterministic_set = true;
+  current->deterministic = value;
   return kOk;
 }
 
+// The second phase (CommonOpExecutorRun): consumes a non-repeatable executor
+// whatever the outcome (opbase op_executor.cpp:991-995), checks the
+// workspace, and runs the kernel on the stream. A kernel that reads or writes
+// a tensor without data faults the device.
 int32_t Launch(int kind, void* workspace, uint64_t size, aclOpExecutor* ex, void* stream) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   const std::string fn = kKindNames[kind];
+  std::string kernel = "-";
+  if (ex && g_executors.count(ex) && ex->compute) {
+    kernel = ex->route == kRouteAiCpu ? "aicpu"
+             : ex->deterministic_kernel ? "aicore-deterministic" : "aicore";
+  }
   Log(fn + " executor=" + (ex && g_executors.count(ex) ? "E" + std::to_string(ex->id) : ex ? "stale" : "null") +
       " workspace_size=" + std::to_string(size) + (workspace ? " workspace=set" : " workspace=null") +
-      " stream=" + StreamDesc(stream));
+      " stream=" + StreamDesc(stream) + " kernel=" + kernel);
   if (ex == nullptr) return Fail(kNullptr, "null executor");
   if (g_executors.count(ex) == 0) {
-    return Fail(kInvalid, "executor is not live: executors are single-use (launched already?)");
+    return Violation(kInvalid, "executor is not live: executors are single-use (launched already?)");
   }
-  // From here on the executor is consumed, whatever the outcome.
-  g_executors.erase(ex);
-  struct Free { aclOpExecutor* e; ~Free() { delete e; } } free_ex{ex};
+  struct Consume {
+    aclOpExecutor* e;
+    ~Consume() {
+      if (e->repeatable) return;
+      g_executors.erase(e);
+      delete e;
+    }
+  } consume{ex};
   int32_t code;
   if (Injected(fn.c_str(), &code)) return code;
-  if (!g_context_current) return Fail(kRuntimeError, "no current context");
+  if (CurrentContext() == nullptr) return Fail(kRuntimeError, "no current context");
   if (!StreamUsable(stream)) return Fail(kRuntimeError, "stream is not a live aclrtStream");
   if (ex->kind != kind) return Fail(kInvalid, "executor belongs to " + std::string(kKindNames[ex->kind]));
   if (size != ex->workspace) return Fail(kInvalid, "workspaceSize differs from GetWorkspaceSize's");
   if (size > 0) {
     if (workspace == nullptr) return Fail(kNullptr, "null workspace");
-    std::memset(workspace, 0xa5, size);  // the workspace must be writable memory
+    // The workspace must be writable memory of that size: touch both ends.
+    static_cast<volatile char*>(workspace)[0] = 0x5a;
+    static_cast<volatile char*>(workspace)[size - 1] = 0x5a;
   }
   if (!ex->compute) return kOk;
-  // The tensors must still be live at launch (a handler may destroy them right after).
-  for (const aclTensor* t : {ex->a, ex->b, ex->c, static_cast<const aclTensor*>(ex->out0),
-                             static_cast<const aclTensor*>(ex->out1)}) {
-    if (t != nullptr && !Live(t)) return Fail(kInvalid, "a tensor was destroyed before the launch");
+  std::vector<const aclTensor*> touched = {ex->a, ex->b};
+  if (ex->c) touched.push_back(ex->c);
+  if (kind < 2 || ex->mask[0]) touched.push_back(ex->out0);
+  if (kind >= 2 && ex->mask[1]) touched.push_back(ex->out1);
+  for (const aclTensor* t : touched) {
+    if (!Live(t)) return Violation(kInvalid, "a tensor was destroyed before the launch");
+    if (t->data == nullptr && Numel(t->view) > 0) {
+      return Violation(kRuntimeError, "device fault: the kernel accessed " + Desc(t) +
+                                          ", which has no data");
+    }
   }
-  Run(*ex);
+  double bias = 0;
+  for (const std::string& key : {std::string(), fn}) {
+    auto it = g_wrong.find(key);
+    if (it != g_wrong.end()) bias += it->second;
+  }
+  Run(*ex, bias);
   return kOk;
 }
 
@@ -752,10 +980,9 @@ aclTensor* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int
   t->dtype = data_type;
   t->offset = offset;
   t->format = format;
-  t->data = tensor_data;
+  t->data = tensor_data;  // may be null (aclCreateTensor.md's examples)
   t->id = g_next_id++;
   g_tensors.insert(t);
-  std::string strides;
   Log("aclCreateTensor -> " + Desc(t) + " strides=" + Dims(t->strides) + " offset=" +
       std::to_string(offset) + " storage=" + Dims(t->storage));
   return t;
@@ -765,7 +992,7 @@ int32_t aclDestroyTensor(const aclTensor* t) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   Log("aclDestroyTensor " + (t && g_tensors.count(t) ? "T" + std::to_string(t->id) : std::string("invalid")));
   if (t == nullptr) return kOk;
-  if (g_tensors.erase(t) == 0) return Fail(kInvalid, "aclDestroyTensor: not a live tensor (double free?)");
+  if (g_tensors.erase(t) == 0) return Violation(kInvalid, "aclDestroyTensor: not a live tensor");
   delete t;
   return kOk;
 }
@@ -795,15 +1022,34 @@ int32_t aclDestroyBoolArray(const aclBoolArray* a) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   Log("aclDestroyBoolArray " + (a && g_arrays.count(a) ? "A" + std::to_string(a->id) : std::string("invalid")));
   if (a == nullptr) return kOk;
-  if (g_arrays.erase(a) == 0) return Fail(kInvalid, "aclDestroyBoolArray: not a live array");
+  if (g_arrays.erase(a) == 0) return Violation(kInvalid, "aclDestroyBoolArray: not a live array");
   delete a;
   return kOk;
 }
 
+// aclSetAclOpExecutorRepeatable.md: the caller then manages the executor: a
+// launch no longer consumes it, and aclDestroyAclOpExecutor releases it.
+int32_t aclSetAclOpExecutorRepeatable(aclOpExecutor* e) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  Log("aclSetAclOpExecutorRepeatable " + (e && g_executors.count(e) ? "E" + std::to_string(e->id) : std::string("invalid")));
+  if (e == nullptr) return Fail(kInnerNullptr, "null executor");
+  if (g_executors.count(e) == 0) return Violation(kInner, "not a live executor");
+  e->repeatable = true;
+  return kOk;
+}
+
+// aclDestroyAclOpExecutor.md: only for executors made repeatable ("must be
+// used together with aclSetAclOpExecutorRepeatable"); the second phase
+// destroys the others itself.
 int32_t aclDestroyAclOpExecutor(aclOpExecutor* e) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   Log("aclDestroyAclOpExecutor " + (e && g_executors.count(e) ? "E" + std::to_string(e->id) : std::string("invalid")));
-  if (e == nullptr || g_executors.erase(e) == 0) return Fail(kInvalid, "not a live executor");
+  if (e == nullptr) return Fail(kInnerNullptr, "null executor");
+  if (g_executors.count(e) == 0) return Violation(kInner, "not a live executor");
+  if (!e->repeatable) {
+    return Violation(kInner, "aclDestroyAclOpExecutor on an executor that is not repeatable");
+  }
+  g_executors.erase(e);
   delete e;
   return kOk;
 }
@@ -853,7 +1099,9 @@ int aclrtMalloc(void** ptr, size_t size, int32_t policy) {
 int aclrtFree(void* ptr) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   Log(std::string("aclrtFree ") + (g_mallocs.count(ptr) ? "ok" : "invalid"));
-  if (g_mallocs.erase(ptr) == 0) return Fail(kRtParamInvalid, "aclrtFree: not an aclrtMalloc'ed pointer");
+  int32_t code;
+  if (Injected("aclrtFree", &code)) return code;
+  if (g_mallocs.erase(ptr) == 0) return Violation(kRtParamInvalid, "aclrtFree: not an aclrtMalloc'ed pointer");
   ::operator delete(ptr);
   return kOk;
 }
@@ -861,6 +1109,8 @@ int aclrtFree(void* ptr) {
 int aclrtSynchronizeStream(void* stream) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   Log("aclrtSynchronizeStream stream=" + StreamDesc(stream));
+  int32_t code;
+  if (Injected("aclrtSynchronizeStream", &code)) return code;
   if (!StreamUsable(stream)) return Fail(kRtParamInvalid, "aclrtSynchronizeStream: not a stream");
   return kOk;
 }
@@ -890,7 +1140,7 @@ int aclrtMemsetAsync(void* ptr, size_t max_count, int32_t value, size_t count, v
       " value=" + std::to_string(value) + " stream=" + StreamDesc(stream));
   int32_t code;
   if (Injected("aclrtMemsetAsync", &code)) return code;
-  if (!g_context_current) return Fail(kRtContextNull, "aclrtMemsetAsync: no current context");
+  if (CurrentContext() == nullptr) return Fail(kRtContextNull, "aclrtMemsetAsync: no current context");
   if (ptr == nullptr || count > max_count || !StreamUsable(stream)) {
     return Fail(kRtParamInvalid, "aclrtMemsetAsync: null pointer, count > maxCount or bad stream");
   }
@@ -898,18 +1148,72 @@ int aclrtMemsetAsync(void* ptr, size_t max_count, int32_t value, size_t count, v
   return kOk;
 }
 
+// Contexts are per thread: aclrtCreateContext makes the new one current on
+// the calling thread, aclrtSetCurrentContext changes it (the runtime's API
+// reference, 05_context_management.md).
+int aclrtCreateContext(void** context, int32_t device) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (context == nullptr) return Fail(kRtParamInvalid, "aclrtCreateContext: null pointer");
+  auto* c = new SimContext{g_next_id++, device, false, 0};
+  g_contexts.insert(c);
+  t_context = c;
+  *context = c;
+  Log("aclrtCreateContext -> C" + std::to_string(c->id) + " device=" + std::to_string(device));
+  return kOk;
+}
+
+int aclrtSetCurrentContext(void* context) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  auto* c = static_cast<SimContext*>(context);
+  if (c != &g_primary && g_contexts.count(c) == 0) {
+    return Fail(kRtParamInvalid, "aclrtSetCurrentContext: not a context");
+  }
+  t_context = c;
+  return kOk;
+}
+
+int aclrtDestroyContext(void* context) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  auto* c = static_cast<SimContext*>(context);
+  if (g_contexts.erase(c) == 0) return Fail(kRtParamInvalid, "aclrtDestroyContext: not a context");
+  if (t_context == c) t_context = nullptr;
+  delete c;
+  return kOk;
+}
+
 int aclrtGetCurrentContext(void** context) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   Log("aclrtGetCurrentContext");
   if (context == nullptr) return Fail(kRtParamInvalid, "aclrtGetCurrentContext: null pointer");
-  if (!g_context_current) return Fail(kRtContextNull, "no context is current");
-  *context = &g_context_tag;
+  SimContext* current = CurrentContext();
+  if (current == nullptr) return Fail(kRtContextNull, "no context is current");
+  *context = current;
+  return kOk;
+}
+
+int aclrtGetDevice(int32_t* device) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (device == nullptr) return Fail(kRtParamInvalid, "aclrtGetDevice: null pointer");
+  SimContext* current = CurrentContext();
+  if (current == nullptr) return Fail(kRtContextNull, "no context is current");
+  *device = current->device;
   return kOk;
 }
 
 const char* aclrtGetSocName() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   return g_soc.empty() ? nullptr : g_soc.c_str();
+}
+
+// aclCANNPackageVersion: version[128], then four [64] parts and reserved[128].
+int aclsysGetCANNVersion(int32_t package, char* version) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (version == nullptr || package != 0) return Fail(kRtParamInvalid, "aclsysGetCANNVersion: bad args");
+  std::memset(version, 0, 128 + 4 * 64 + 128);
+  const char* text = g_release == Release::kHead ? "head (ops-cv 6ae87653, opbase aa3cd74)"
+                                                 : "8.1.RC1";
+  std::snprintf(version, 128, "%s", text);
+  return kOk;
 }
 
 const char* aclGetRecentErrMsg() {
@@ -926,8 +1230,15 @@ int aclrtCtxGetSysParamOpt(int32_t opt, int64_t* value) {
   int32_t code;
   if (Injected("aclrtCtxGetSysParamOpt", &code)) return code;
   if (value == nullptr || opt != 0) return Fail(kRtParamInvalid, "aclrtCtxGetSysParamOpt: bad args");
-  *value = g_deterministic;
+  const SimContext* current = CurrentContext();
+  if (current == nullptr) return Fail(kRtContextNull, "no context is current");
+  if (!current->deterministic_set) return Fail(kRtOptNotSet, "option is not set");
+  *value = current->deterministic;
   return kOk;
+}
+
+int aclrtCtxSetSysParamOpt(int32_t opt, int64_t value) {
+  return SetDeterministicOpt("aclrtCtxSetSysParamOpt", opt, value, true);
 }
 
 int aclrtGetSysParamOpt(int32_t opt, int64_t* value) {
@@ -939,11 +1250,7 @@ int aclrtGetSysParamOpt(int32_t opt, int64_t* value) {
 }
 
 int aclrtSetSysParamOpt(int32_t opt, int64_t value) {
-  return SetDeterministicOpt("aclrtSetSysParamOpt", opt, value, &g_process_deterministic);
-}
-
-int aclrtCtxSetSysParamOpt(int32_t opt, int64_t value) {
-  return SetDeterministicOpt("aclrtCtxSetSysParamOpt", opt, value, &g_deterministic);
+  return SetDeterministicOpt("aclrtSetSysParamOpt", opt, value, false);
 }
 
 // ---- test knobs ----
@@ -964,6 +1271,11 @@ void sim_fail_next(const char* fn, int32_t code) {
   g_fail[fn] = code;
 }
 
+void sim_set_wrong_results(const char* fn, double bias) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_wrong[fn ? fn : ""] = bias;
+}
+
 int64_t sim_live(const char* kind) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   const std::string k = kind;
@@ -974,35 +1286,23 @@ int64_t sim_live(const char* kind) {
   return -1;
 }
 
-void sim_set_workspace_size(uint64_t bytes) {
+int64_t sim_violations() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
-  g_workspace_size = bytes;
+  return g_violations;
 }
 
-int64_t sim_get_deterministic() {
+int sim_set_release(const char* name) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
-  return g_deterministic;
-}
-
-void sim_set_deterministic(int64_t value) {
-  std::lock_guard<std::recursive_mutex> lock(g_mu);
-  g_deterministic = value;
-  g_process_deterministic = value;
-}
-
-int64_t sim_get_process_deterministic() {
-  std::lock_guard<std::recursive_mutex> lock(g_mu);
-  return g_process_deterministic;
-}
-
-void sim_set_context_current(bool current) {
-  std::lock_guard<std::recursive_mutex> lock(g_mu);
-  g_context_current = current;
-}
-
-void sim_set_output_bias(double bias) {
-  std::lock_guard<std::recursive_mutex> lock(g_mu);
-  g_output_bias = bias;
+  const std::string n = name ? name : "";
+  if (n == "head") {
+    g_release = Release::kHead;
+  } else if (n == "8.1.RC1") {
+    g_release = Release::k81RC1;
+  } else {
+    return -1;
+  }
+  g_cached_kernel_deterministic.clear();
+  return 0;
 }
 
 void sim_set_soc(const char* name) {
@@ -1010,17 +1310,46 @@ void sim_set_soc(const char* name) {
   g_soc = name ? name : "";
 }
 
+void sim_set_default_context(bool current, int32_t device) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_primary_current = current;
+  g_primary.device = device;
+}
+
+int64_t sim_get_context_deterministic() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_primary.deterministic_set ? g_primary.deterministic : -1;
+}
+
+void sim_set_context_deterministic(int64_t value) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_primary.deterministic_set = value >= 0;
+  g_primary.deterministic = value >= 0 ? value : 0;
+}
+
+int64_t sim_get_process_deterministic() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_process_deterministic;
+}
+
+void sim_set_process_deterministic(int64_t value) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_process_deterministic = value;
+}
+
 void sim_reset() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
-  g_context_current = true;
+  g_release = Release::kHead;
   g_soc = "Ascend910B2";
-  g_output_bias = 0;
+  g_primary_current = true;
+  g_primary = SimContext{0, 0, false, 0};
+  g_process_deterministic = 0;
+  g_cached_kernel_deterministic.clear();
+  g_wrong.clear();
   g_log.clear();
   g_err.clear();
   g_fail.clear();
-  g_workspace_size = 256;
-  g_deterministic = 0;
-  g_process_deterministic = 0;
+  g_violations = 0;
 }
 
 }  // extern "C"
