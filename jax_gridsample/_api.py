@@ -70,8 +70,9 @@ def grid_sample(
         ``input`` and the result.
     deterministic : bool
         Make the backward bitwise reproducible where the kernel is not by default (CUDA atomics,
-        aclnn; on Ascend this turns CANN's determinism on and leaves it on, see
-        ``docs/ascend.md``). The CPU kernels and the reference are always deterministic.
+        aclnn; on Ascend CANN's determinism is asked for this call only, and guaranteed with
+        ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC`` set at start-up, see ``docs/ascend.md``). The
+        CPU kernels and the reference are always deterministic.
 
     Returns
     -------
