@@ -81,7 +81,7 @@ def _no_native_kernel(platform: str) -> NotImplementedError:
 def _reference_lowering(reference_fn, multiple_results):
     def rule(ctx, *args, implementation, **params):
         if implementation == "native":
-            raise _no_native_kernel(ctx.module_context.platforms[0])
+            raise _no_native_kernel((ctx.platforms or ctx.module_context.platforms)[0])
 
         def fn(*operands):  # positional only: custom_partitioning binds no keywords
             results = reference_fn(*operands, implementation=implementation, **params)
