@@ -2,6 +2,7 @@
 
 from ._affine_grid import affine_grid
 from ._api import grid_sample, grid_sample_backward
+from ._contract import export_safety_checks
 from ._enums import Interpolation, Padding
 from ._native import native_status
 
@@ -11,6 +12,7 @@ __all__ = [
     "Interpolation",
     "Padding",
     "affine_grid",
+    "export_safety_checks",
     "grid_sample",
     "grid_sample_backward",
     "native_status",

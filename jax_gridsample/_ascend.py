@@ -21,14 +21,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._contract import ASCEND_BACKWARD_TARGET as BACKWARD_TARGET
+from ._contract import ASCEND_FORWARD_TARGET as FORWARD_TARGET
 from ._native import load_and_register
 
 ASCEND_PLATFORM = "ASCEND"
 """The Ascend PJRT plugin's platform name (FFI registration); JAX's backend name is its
 lower-case form."""
-
-FORWARD_TARGET = "jax_gridsample_ascend_forward"
-BACKWARD_TARGET = "jax_gridsample_ascend_backward"
 
 
 _MODULE, _STATUS = load_and_register("_ascend_kernels", (FORWARD_TARGET, BACKWARD_TARGET),
