@@ -5,8 +5,8 @@ exported (make_artifacts.py wrote them; its docstring says what they hold): ``v1
 version 1 of the targets by their current names, ``v1-unversioned-names`` by the names the
 package gave them before they carried a version. Each must load with the package under test and
 give the results stored with it; those results are checked against the float64 reference too,
-so that a wrong stored value cannot pass unseen. A later version of the kernels may round
-differently, hence tolerances of a few float32 (float64) ulps per tap rather than equality.
+so that a wrong stored value cannot pass unseen. A later version of the kernels may sum in
+another order, hence a tolerance (1e-5 for float32 values, 1e-12 for float64) and not equality.
 """
 
 from __future__ import annotations
