@@ -69,10 +69,13 @@ def grid_sample(
         ``"NCHW"``/``"NCDHW"`` (default) or channels-last ``"NHWC"``/``"NDHWC"`` for both
         ``input`` and the result.
     deterministic : bool
-        Make the backward bitwise reproducible where the kernel is not by default (CUDA atomics,
-        aclnn; on Ascend CANN's determinism is asked for this call only, and guaranteed with
-        ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC`` set at start-up, see ``docs/ascend.md``). The
-        CPU kernels and the reference are always deterministic.
+        Make the backward give the same bits on every run where it would not by default: the
+        reference's input gradient then sums without a scatter (a scatter-add, which XLA:GPU
+        runs with atomics, otherwise), the CUDA kernels reduce in a fixed order instead of with
+        atomics, and on Ascend CANN's deterministic mode is asked for the call (guaranteed with
+        ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC`` set at start-up; see ``docs/ascend.md``). On
+        the CPU every implementation is deterministic either way, and the forward is everywhere.
+        Gradients of gradients are not covered.
 
     Returns
     -------

@@ -32,14 +32,16 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
+from ._contract import ASCEND_BACKWARD_TARGET as BACKWARD_TARGET
+from ._contract import ASCEND_FORWARD_TARGET as FORWARD_TARGET
 from ._native import load_and_register
 
 ASCEND_PLATFORM = "ASCEND"
 """The Ascend PJRT plugin's platform name (FFI registration); JAX's backend name is its
 lower-case form."""
 
-FORWARD_TARGET = "jax_gridsample_ascend_forward"
-BACKWARD_TARGET = "jax_gridsample_ascend_backward"
+# Called at lowering time in a program of its own (the support probe), never in a user's
+# program, so never in an exported artifact: not part of the versioned contract (_contract.py).
 PROBE_TARGET = "jax_gridsample_ascend_probe"
 
 
@@ -264,8 +266,14 @@ class AscendKernel:
         """The probe's answers for ``platform`` (run on first use, then kept)."""
         with self._lock:
             if platform not in self._capabilities:
-                self._capabilities[platform] = run_probe(
-                    self.probe_target, self.extra_attributes, self.device(platform))
+                try:
+                    device = self.device(platform)
+                except RuntimeError as exc:  # no device: a cross-platform jax.export, say
+                    self._capabilities[platform] = Capabilities(
+                        platform, error=f"no {platform} device to ask ({exc})")
+                else:
+                    self._capabilities[platform] = run_probe(
+                        self.probe_target, self.extra_attributes, device)
             return self._capabilities[platform]
 
     def rejects(self, platform: str, backward: bool, avals_in, *, interpolation,

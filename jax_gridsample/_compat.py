@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 
 import jax.numpy as jnp
 from jax import lax
 from jax._src.dispatch import apply_primitive
+from jax._src.interpreters.mlir import lower_per_platform
 from jax._src.interpreters.partial_eval import dce_rules
 from jax._src.lib import version as JAXLIB_VERSION
 from jax.experimental.custom_partitioning import custom_partitioning
@@ -27,16 +29,41 @@ SHARDING_RULE_FACTOR_KINDS = "need_replication_factors" in inspect.signature(
     custom_partitioning.def_partition).parameters
 
 
+# The lowering rules of each primitive registered through register_partitioned_lowering, by
+# platform (None: the default rule). Filled at import, and when JAX learns of a plugin's platform.
+_PARTITIONED_RULES: dict[Primitive, dict[str | None, Callable]] = {}
+
+
 def register_partitioned_lowering(primitive, rule, platform=None) -> None:
-    """Register a lowering that wraps ``custom_partitioning``: it needs the device assignment
-    while lowering, so it must not go through jax's per-primitive lowering cache."""
+    """Register a lowering that wraps ``custom_partitioning`` for ``platform`` (None: all others).
+
+    It needs the device assignment while lowering, so it must not go through jax's
+    per-primitive lowering cache. jax lowers an uncacheable primitive with a context whose
+    ``avals_out`` is a tuple, which its ``lower_per_platform`` then concatenates to a list when
+    the primitive has rules for two or more of the platforms being lowered for (a multi-platform
+    ``jax.export``): "TypeError: can only concatenate list (not "tuple") to list" (jax 0.10.2;
+    jax 0.6.0 passes a list). So jax is given one rule per primitive, for every platform, and
+    that rule runs jax's own ``lower_per_platform`` over this module's per-platform rules with
+    ``avals_out`` as a list.
+    """
     from jax._src import dispatch
 
     dispatch.prim_requires_devices_during_lowering.add(primitive)
-    try:
-        mlir.register_lowering(primitive, rule, platform=platform, cacheable=False)
-    except TypeError:  # jax without the `cacheable` flag: it had no lowering cache either
-        mlir.register_lowering(primitive, rule, platform=platform)
+    rules = _PARTITIONED_RULES.get(primitive)
+    if rules is None:
+        rules = _PARTITIONED_RULES[primitive] = {}
+
+        def per_platform(ctx, *args, **params):
+            specific = {p: r for p, r in rules.items() if p is not None}
+            return lower_per_platform(ctx.replace(avals_out=list(ctx.avals_out)),
+                                      str(primitive), specific, rules.get(None), frozenset(),
+                                      *args, **params)
+
+        try:
+            mlir.register_lowering(primitive, per_platform, cacheable=False)
+        except TypeError:  # jax without the `cacheable` flag: it had no lowering cache either
+            mlir.register_lowering(primitive, per_platform)
+    rules[platform] = rule
 
 
 # jaxlib 0.6.0 to 0.7.1 abort the process ("Could not convert JSON string to proto") compiling

@@ -13,13 +13,14 @@ import math
 import jax
 import numpy as np
 
-FORWARD_TARGET = "jax_gridsample_forward"
-BACKWARD_TARGET = "jax_gridsample_backward"
+from ._contract import ALIASES, BACKWARD_TARGET, FORWARD_TARGET
+
 _FFI_API_VERSION = 1
 
 
 def load_and_register(module: str, targets: tuple[str, ...], platform: str):
-    """Import ``jax_gridsample.<module>`` and register its FFI targets for ``platform``.
+    """Import ``jax_gridsample.<module>`` and register its FFI targets for ``platform``, each
+    also under its other names (``_contract.ALIASES``).
 
     Returns ``(module, "available")``, or ``(None, reason)`` when it is missing or incomplete.
     Registering needs no device: without one for ``platform``, jax only records it.
@@ -34,8 +35,9 @@ def load_and_register(module: str, targets: tuple[str, ...], platform: str):
         if missing:
             return None, f"jax_gridsample.{module} does not provide {sorted(missing)}"
         for name, capsule in registrations.items():
-            jax.ffi.register_ffi_target(name, capsule, platform=platform,
-                                        api_version=_FFI_API_VERSION)
+            for alias in (name, *(a for a, target in ALIASES.items() if target == name)):
+                jax.ffi.register_ffi_target(alias, capsule, platform=platform,
+                                            api_version=_FFI_API_VERSION)
     except Exception as exc:  # noqa: BLE001 - any failure means: fall back to the reference
         return None, (f"registering the {platform} FFI targets of jax_gridsample.{module} "
                       f"failed: {type(exc).__name__}: {exc}")

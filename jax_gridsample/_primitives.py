@@ -2,7 +2,7 @@
 
 Both primitives carry the same parameters: ``interpolation`` and ``padding`` (the aclnn integer
 codes), ``align_corners``, ``channels_last``, ``implementation`` and ``deterministic`` (used by
-kernels whose backward is not deterministic by default); the backward adds
+the reference and the kernels whose backward is not deterministic by default); the backward adds
 ``output_mask`` and returns only the outputs it asks for. Each lowers to the jnp reference on every
 platform; platforms with a native kernel (see ``_native``) get their own lowering on top.
 """
@@ -62,10 +62,10 @@ def _forward_reference(input, grid, *, interpolation, padding, align_corners, ch
 
 def _backward_reference(grad_output, input, grid, *, interpolation, padding, align_corners,
                         channels_last, output_mask, implementation, deterministic):
-    del implementation, deterministic
+    del implementation
     grads = grid_sample_backward_reference(
         grad_output, input, grid, interpolation, padding, align_corners, output_mask,
-        channels_last,
+        channels_last, deterministic,
     )
     return [g for g in grads if g is not None]
 
@@ -81,7 +81,7 @@ def _no_native_kernel(platform: str) -> NotImplementedError:
 def _reference_lowering(reference_fn, multiple_results):
     def rule(ctx, *args, implementation, **params):
         if implementation == "native":
-            raise _no_native_kernel(ctx.module_context.platforms[0])
+            raise _no_native_kernel((ctx.platforms or ctx.module_context.platforms)[0])
 
         def fn(*operands):  # positional only: custom_partitioning binds no keywords
             results = reference_fn(*operands, implementation=implementation, **params)

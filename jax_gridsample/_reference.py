@@ -215,6 +215,39 @@ def _gather(values: jax.Array, index: jax.Array) -> jax.Array:
     return jax.vmap(lambda v, i: v.at[i].get(mode="promise_in_bounds"))(values, index)
 
 
+def _scatter_add(index: jax.Array, updates: jax.Array, rows: int) -> jax.Array:
+    """index (Q,) in [0, rows), updates (Q, C) -> (rows, C): each row the sum of its updates.
+
+    One scatter-add: XLA:GPU adds the updates of a row with atomics, in no fixed order.
+    """
+    return jnp.zeros((rows, updates.shape[-1]), updates.dtype).at[index].add(
+        updates, mode="promise_in_bounds")
+
+
+def _sums_in_fixed_order(index: jax.Array, updates: jax.Array, rows: int) -> jax.Array:
+    """What ``_scatter_add`` computes, with no scatter: the same bits on every run.
+
+    The updates are sorted by (row, position), summed by a segmented scan (a fixed tree of
+    additions: each element adds its row's earlier elements and restarts at a new row), and each
+    row gathers the scan's value at its last element (binary search; 0 for a row none hits).
+    """
+    if index.shape[0] == 0:
+        return jnp.zeros((rows, updates.shape[-1]), updates.dtype)
+    position = jnp.arange(index.shape[0], dtype=index.dtype)
+    row, order = jax.lax.sort((index, position), num_keys=2)
+    starts = jnp.concatenate([jnp.ones(1, bool), row[1:] != row[:-1]])
+
+    def add_within_rows(earlier, later):
+        (later_starts, later_sums), (earlier_starts, earlier_sums) = later, earlier
+        sums = jnp.where(later_starts[:, None], later_sums, earlier_sums + later_sums)
+        return earlier_starts | later_starts, sums
+
+    _, running = jax.lax.associative_scan(add_within_rows, (starts, updates[order]))
+    rows_index = jnp.arange(rows, dtype=index.dtype)
+    last = jnp.maximum(jnp.searchsorted(row, rows_index, side="right") - 1, 0)
+    return jnp.where((row[last] == rows_index)[:, None], running[last], 0)
+
+
 def grid_sample_reference(
     input: jax.Array,
     grid: jax.Array,
@@ -247,10 +280,12 @@ def grid_sample_backward_reference(
     align_corners: bool,
     output_mask: tuple[bool, bool],
     channels_last: bool = False,
+    deterministic: bool = False,
 ) -> tuple[jax.Array | None, jax.Array | None]:
     """Explicit backward with PyTorch's gradient conventions; returns (grad_input, grad_grid).
 
     An output whose ``output_mask`` entry is False is returned as None and not computed.
+    ``deterministic`` sums grad_input in a fixed order without a scatter (``_sums_in_fixed_order``).
     """
     spatial, _ = _spatial_shapes(input.shape, grid.shape, channels_last)
     n, ctype = input.shape[0], compute_dtype(input.dtype)
@@ -266,8 +301,9 @@ def grid_sample_backward_reference(
         updates = jnp.where(
             taps.valid[..., None], taps.weight[..., None] * gout[:, :, None, :], 0
         ).reshape(n, p * t, channels)
-        flat = jax.vmap(lambda i, u: jnp.zeros((int(np.prod(spatial)), channels), ctype)
-                        .at[i].add(u, mode="promise_in_bounds"))(taps.index, updates)
+        sums = _sums_in_fixed_order if deterministic else _scatter_add
+        rows = int(np.prod(spatial))
+        flat = jax.vmap(lambda i, u: sums(i, u, rows))(taps.index, updates)
         grad_input = _restore_layout(flat.astype(input.dtype), spatial, channels_last)
     if output_mask[1]:
         if interpolation == Interpolation.NEAREST:

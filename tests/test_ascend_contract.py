@@ -758,29 +758,25 @@ def test_chip_families():
 @pytest.fixture
 def ascend_kernel(sim, monkeypatch):
     """A fresh Ascend kernel on the test targets (its probe and self-check not yet run),
-    installed as the CPU lowering and restored after. The self-check is off unless a test turns
-    it on."""
-    from jax._src.interpreters import mlir as mlir_internal
+    installed as the CPU lowering the way the package registers its own (restored after). The
+    self-check is off unless a test turns it on."""
+    from jax_gridsample import _compat
 
     monkeypatch.setenv(_ascend_self_check.ENV_VAR, "off")
     kernel = _ascend.AscendKernel(FORWARD, BACKWARD, PROBE,
                                   {"test_stream": np.int64(Sim.test_stream)})
     native = _primitives.ascend_native_kernel(kernel)
-    table = mlir_internal._platform_specific_lowerings["cpu"]
     prims = (_primitives.grid_sample_p, _primitives.grid_sample_backward_p)
-    saved = {p: table.get(p) for p in prims}
+    saved = {p: _compat._PARTITIONED_RULES[p].get("cpu") for p in prims}
     fwd_ref = _primitives._reference_lowering(_primitives._forward_reference, False)
     bwd_ref = _primitives._reference_lowering(_primitives._backward_reference, True)
     jax.clear_caches()
     for prim, backward, ref in ((prims[0], False, fwd_ref), (prims[1], True, bwd_ref)):
-        mlir_internal.register_lowering(
+        _compat.register_partitioned_lowering(
             prim, _primitives._native_lowering("cpu", native, backward, ref), platform="cpu")
     yield kernel
-    for p, entry in saved.items():
-        if entry is None:
-            table.pop(p, None)
-        else:
-            table[p] = entry
+    for p, rule in saved.items():
+        _compat._PARTITIONED_RULES[p]["cpu"] = rule
     jax.clear_caches()
 
 

@@ -81,12 +81,17 @@ def _from_layout(x, channels_last):
     return jnp.moveaxis(x, -1, 1) if channels_last else x
 
 
+# The CPU module's test targets that take a `strategy` attribute (not part of the contract).
+STRATEGY_TARGETS = {_native.FORWARD_TARGET: "jax_gridsample_forward_with_strategy",
+                    _native.BACKWARD_TARGET: "jax_gridsample_backward_with_strategy"}
+
+
 def _target(name, strategy):
     """The FFI target and its extra attributes: the production one, or with `strategy` the CPU
     test target that forces that strategy (ffi/cpu/strategies.h)."""
     if strategy is None:
         return name, {}
-    return name + "_with_strategy", {"strategy": np.int64(strategy)}
+    return STRATEGY_TARGETS[name], {"strategy": np.int64(strategy)}
 
 
 def native_forward(x, grid, interpolation, padding, align_corners, channels_last=False,

@@ -45,8 +45,10 @@ def build_fn(index: int, folder: str, what: str, shape, out_spatial, attrs, arra
     spec.loader.exec_module(module)
     regs = module.registrations()
     fwd_name, bwd_name = f"ab{index}_forward", f"ab{index}_backward"
-    jax.ffi.register_ffi_target(fwd_name, regs["jax_gridsample_forward"], platform="cpu")
-    jax.ffi.register_ffi_target(bwd_name, regs["jax_gridsample_backward"], platform="cpu")
+    # builds before the targets carried their contract version name them without "_v1"
+    for name, key in ((fwd_name, "jax_gridsample_forward"), (bwd_name, "jax_gridsample_backward")):
+        capsule = regs.get(f"{key}_v1", regs.get(key))
+        jax.ffi.register_ffi_target(name, capsule, platform="cpu")
     if attrs["channels_last"]:
         out_shape = (shape[0],) + out_spatial + (shape[1],)
     else:

@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import cpu  # noqa: E402  (benchmarks/cpu.py: the cases and their data)
 
-from jax_gridsample import _native  # noqa: E402
+import jax_gridsample  # noqa: E402,F401  (registers the CPU test targets)
 
 STRATEGIES = {"portable": 0, "gather": 1, "tiles": 2, "tiles_via_copy": 3, "auto": -1}
 MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
@@ -30,7 +30,7 @@ PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 def forced(shape, out_spatial, mode, padding, channels_last, strategy):
     n, c = shape[:2]
     out_shape = (n,) + out_spatial + (c,) if channels_last else (n, c) + out_spatial
-    call = jax.ffi.ffi_call(_native.FORWARD_TARGET + "_with_strategy",
+    call = jax.ffi.ffi_call("jax_gridsample_forward_with_strategy",
                             jax.ShapeDtypeStruct(out_shape, jnp.float32))
     return jax.jit(lambda x, g: call(x, g, interpolation=np.int64(MODES[mode]),
                                      padding=np.int64(PADDINGS[padding]), align_corners=False,

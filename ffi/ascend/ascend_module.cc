@@ -30,9 +30,10 @@ const char* DtypeName(int32_t dtype) {
 NB_MODULE(_ascend_kernels, m) {
   m.doc() = "XLA FFI handlers calling CANN's aclnnGridSampler2D/3D[Backward] (dlopen'ed).";
   m.def("registrations", []() {
-    return gs::FfiRegistrations({{"jax_gridsample_ascend_forward", JaxGridSampleAscendForward},
-                                 {"jax_gridsample_ascend_backward", JaxGridSampleAscendBackward},
-                                 {"jax_gridsample_ascend_probe", JaxGridSampleAscendProbe}});
+    return gs::FfiRegistrations(
+        {{"jax_gridsample_ascend_forward_v1", JaxGridSampleAscendForward},
+         {"jax_gridsample_ascend_backward_v1", JaxGridSampleAscendBackward},
+         {"jax_gridsample_ascend_probe", JaxGridSampleAscendProbe}});
   });
   m.def("test_registrations", []() {
     return gs::FfiRegistrations(

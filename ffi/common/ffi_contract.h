@@ -9,6 +9,12 @@
 // backward (contexts..., grad_output, input, grid, results, interpolation,
 // padding, align_corners, channels_last, input_mask, grid_mask, extras...).
 // The attribute names are those the Python lowerings pass.
+//
+// This is version 1 of the targets' contract (jax_gridsample_{forward,backward}_v1
+// and the Ascend ones; jax_gridsample/_contract.py lists every name). Serialized
+// jax.export artifacts call it, so it is frozen: do not change these bindings or
+// what they mean. A change is a new version beside this one, with its own target
+// names; _contract.py says how to add one.
 #ifndef JAX_GRIDSAMPLE_FFI_COMMON_FFI_CONTRACT_H_
 #define JAX_GRIDSAMPLE_FFI_COMMON_FFI_CONTRACT_H_
 

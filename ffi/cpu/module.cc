@@ -21,8 +21,8 @@ NB_MODULE(_cpu_kernels, m) {
       []() {
         // The *_with_strategy targets force a strategy (strategies.h): for tests.
         return gs::FfiRegistrations(
-            {{"jax_gridsample_forward", GridSampleForwardCpu},
-             {"jax_gridsample_backward", GridSampleBackwardCpu},
+            {{"jax_gridsample_forward_v1", GridSampleForwardCpu},
+             {"jax_gridsample_backward_v1", GridSampleBackwardCpu},
              {"jax_gridsample_forward_with_strategy", GridSampleForwardCpuWithStrategy},
              {"jax_gridsample_backward_with_strategy", GridSampleBackwardCpuWithStrategy}});
       },

@@ -21,8 +21,8 @@ NB_MODULE(_cuda_kernels, m) {
   m.def(
       "registrations",
       []() {
-        return gs::FfiRegistrations({{"jax_gridsample_forward", GridSampleForwardCuda},
-                                     {"jax_gridsample_backward", GridSampleBackwardCuda}});
+        return gs::FfiRegistrations({{"jax_gridsample_forward_v1", GridSampleForwardCuda},
+                                     {"jax_gridsample_backward_v1", GridSampleBackwardCuda}});
       },
       "Returns {ffi_target_name: PyCapsule of the XLA FFI handler}.");
   m.def(

@@ -1,0 +1,69 @@
+"""The FFI targets' stable contract: their names, versions, and the export checks they need.
+
+A ``jax.export`` artifact names each FFI target it calls and carries that call's operands,
+results and attributes. It runs wherever the package registers a target of that name with that
+schema, so a released target never changes: its name and schema are version 1 for good, and
+every version stays registered. The schema: ffi/common/ffi_contract.h binds the operands,
+results and attributes every platform shares; the CUDA backward adds a ``deterministic``
+attribute and a uint8 workspace result, the Ascend targets a ``deterministic`` attribute.
+
+Adding version 2 of a target (a changed operand, result, attribute or meaning):
+
+1. C++: bind the new schema under a new name ending in ``_v2`` (a new ``Bind...`` in
+   ffi_contract.h and a handler for it) and add it to the module's ``registrations()``; keep the
+   ``_v1`` handler and its registration as they are.
+2. Python: point the lowering at the new name (the constants below) and its attributes
+   (``_primitives.forward_attributes`` & co.); keep the old names in :data:`RELEASED_TARGETS`.
+3. Artifacts: ``python tests/export_compat/make_artifacts.py v2`` writes those of the new
+   version beside the old ones; tests/test_export_compat.py loads every version's.
+"""
+
+from __future__ import annotations
+
+from jax.export import DisabledSafetyCheck
+
+CONTRACT_VERSION = 1
+"""The version of the targets the lowerings call."""
+
+# The targets the lowerings call: CPU and CUDA (one name, registered per platform), Ascend.
+FORWARD_TARGET = "jax_gridsample_forward_v1"
+BACKWARD_TARGET = "jax_gridsample_backward_v1"
+ASCEND_FORWARD_TARGET = "jax_gridsample_ascend_forward_v1"
+ASCEND_BACKWARD_TARGET = "jax_gridsample_ascend_backward_v1"
+
+ALIASES = {
+    # Version 1's names without the version suffix, which artifacts exported before targets
+    # carried their version call.
+    "jax_gridsample_forward": FORWARD_TARGET,
+    "jax_gridsample_backward": BACKWARD_TARGET,
+    "jax_gridsample_ascend_forward": ASCEND_FORWARD_TARGET,
+    "jax_gridsample_ascend_backward": ASCEND_BACKWARD_TARGET,
+}
+"""Other names of a target: registered with the same handler, for artifacts that call them."""
+
+RELEASED_TARGETS = (FORWARD_TARGET, BACKWARD_TARGET, ASCEND_FORWARD_TARGET,
+                    ASCEND_BACKWARD_TARGET, *ALIASES)
+"""Every target name an artifact exported by any released version may call."""
+
+
+def export_safety_checks() -> list[DisabledSafetyCheck]:
+    """The ``jax.export`` safety checks to disable for this package's FFI targets.
+
+    ``jax.export`` refuses to serialize a custom call whose target has no compatibility
+    guarantee. Ours have one: a target's name and attributes never change once released (a
+    change ships as a new version beside the old), and every later version of the package
+    registers every released target. Pass these as ``disabled_checks`` to ``jax.export.export``.
+    The process that loads the artifact must import ``jax_gridsample`` (of this version or a
+    later one) before calling it; ``implementation="reference"`` exports no custom call at all.
+
+    Returns
+    -------
+    list of jax.export.DisabledSafetyCheck
+        One ``DisabledSafetyCheck.custom_call`` per released target name (CPU, CUDA, Ascend).
+
+    Examples
+    --------
+    >>> exported = jax.export.export(jax.jit(grid_sample), platforms=("cpu", "cuda"),
+    ...                              disabled_checks=export_safety_checks())(images, grid)
+    """
+    return [DisabledSafetyCheck.custom_call(name) for name in RELEASED_TARGETS]
