@@ -1,4 +1,4 @@
-"""Hardware acceptance of the Ascend NPU path (CANN aclnn): parity, edge cases and timings.
+"""Hardware acceptance of the Ascend NPU path (CANN aclnn): what users run, on their NPU.
 
 Not a test. Run it once on a machine with CANN, a JAX PJRT plugin for Ascend and an NPU, after
 sourcing CANN's ``set_env.sh`` and installing this package:
@@ -6,31 +6,49 @@ sourcing CANN's ``set_env.sh`` and installing this package:
     python benchmarks/ascend.py [--json ascend_acceptance.json] [--quick] [--cases REGEX]
                                 [--repeats 10] [--no-timing] [--no-torch]
 
-(``--quick``: 30 float32 parity cases instead of 840, for a first look; ``--cases``: only the
-parity cases whose name matches, e.g. ``'2d-bilinear.*float16'``; ``--no-torch``: no
-``torch_npu`` timings, should importing it next to the JAX plugin misbehave.) It takes a few
-minutes and checks, with ``implementation="native"`` (aclnn) on the NPU:
+(``--quick``: float32 parity cases only, one align_corners per mode x padding, for a first look;
+``--cases``: only the parity and route cases whose name matches, e.g. ``'2d-bilinear.*float16'``;
+``--no-torch``: no ``torch_npu`` timings.) It prints CANN's version, the chip (SoC name and
+family), whether ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC`` is set and ``native_status()``, then
+runs, with ``implementation="native"`` (aclnn) on the NPU, against
+``implementation="reference"`` on the NPU and the float64 reference on the host CPU:
 
-1. parity: ``grid_sample`` and ``grid_sample_backward`` for every combination of 2D/3D, mode,
-   padding, align_corners, dtype (float32, float16, bfloat16, float64), output mask and
-   ``deterministic``, against ``implementation="reference"`` on the NPU and against the float64
-   reference on the host CPU, with per-dtype tolerances; deterministic backwards must be bitwise
-   reproducible. Combinations the package routes to the reference (``"native"`` raises
-   ``NotImplementedError``) are listed as routed, not checked;
-2. empty tensors (no output points, C=0, N=0): the right shapes and exactly zero gradients;
-3. NaN coordinates: no crash, the points with finite coordinates match the reference, and what
-   aclnn gives at the NaN points (reported, not judged);
-4. timings of realistic shapes: aclnn vs the reference lowering vs ``torch_npu``'s
-   ``torch.nn.functional.grid_sample`` where ``torch_npu`` is installed (timed last).
+ 1. self-check: ``jax_gridsample.ascend_self_check()``, what "auto" runs on first use;
+ 2. parity: ``grid_sample`` and the default (non-deterministic) ``grid_sample_backward`` for
+    every 2D/3D x mode x padding x align_corners x dtype x output mask; what the package routes
+    to the reference (``"native"`` raises ``NotImplementedError``) is listed as routed;
+ 3. routes: shapes that reach CANN's other kernels: more than 2048 channels (the AICPU
+    backward), large planes and volumes, a batch larger than an NPU's core count;
+ 4. chain: a forward, a second grid_sample on its result and the gradients of all three
+    operands under one ``jax.jit``, dispatched several times without waiting (stream order);
+ 5. coordinates: grids of exact pixel centres and exact midpoints, where floors and nearest's
+    rounding decide (reported, not judged);
+ 6. empty tensors: each result starts as a copy of a non-zero operand (the handlers' targets
+    called directly), so a result nobody writes shows; exact zeros expected;
+ 7. NaN coordinates: no crash, the finite points match (the NaN points' values reported);
+ 8. timings of realistic shapes, their results checked too: aclnn, the reference lowering and
+    ``torch_npu`` (timed in a process of its own, ``ascend_torch_npu.py``, so that importing it
+    cannot change this process's CANN libraries or options);
+ 9. deterministic: the deterministic backwards of the parity and route cases, each run twice
+    and bitwise equal;
+10. reproducibility: a backward with many points scattering into few pixels, run twice: the
+    deterministic one must give the same bits (the default one is reported: it ran with the
+    default cases);
+11. workspace: which way the handlers got their aclnn workspace (XLA's scratch allocator or the
+    per-stream cache).
 
-Please send back the printed output and the JSON file (default ``ascend_acceptance.json``:
-versions, ``native_status()``, the device and SoC, every case's result, the timings); it is
-written after each phase, so a crash still leaves what ran before it. Exit status 1 means a
-check failed (or nothing ran on aclnn at all), 0 that all passed. Without an Ascend device
-visible to JAX it prints one line and exits 0.
+Every default (non-deterministic) call runs before the first deterministic one: some CANN
+releases keep the first determinism setting a kernel ran with for the rest of the process, and
+the default cases and timings must measure the kernels users get by default. (With
+``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC`` set at start-up every call is deterministic, and the
+script says so.) Each section ends with a line ``VERDICT <section>: PASS|FAIL|REPORTED|... (...)``
+and the last line is ``VERDICT overall: ...``: paste those back to us. Please also send the JSON
+file (default ``ascend_acceptance.json``; written after each phase, so a crash still leaves what
+ran before it). Exit status 1 means a check failed (or nothing ran on aclnn at all). Without an
+Ascend device visible to JAX it prints one line and exits 0.
 
-The check functions take the devices as arguments, so they also run with both devices being
-the CPU (where ``"native"`` means whatever kernel the CPU lowering calls).
+The check functions take the devices (and the kernel) as arguments, so they also run with both
+devices being the CPU, where the tests install the Ascend handlers on a simulated CANN.
 """
 
 from __future__ import annotations
@@ -43,10 +61,14 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -57,6 +79,7 @@ import jax_gridsample
 from jax_gridsample import _ascend
 
 ASCEND_PLATFORMS = ("ascend", "npu")  # device.platform spellings, compared case-insensitively
+START_UP_DETERMINISM = "JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC"
 
 MODES = {2: ("bilinear", "nearest", "bicubic"), 3: ("bilinear", "nearest")}
 PADDINGS = ("zeros", "border", "reflection")
@@ -71,12 +94,58 @@ SHAPES = {2: ((2, 3, 5, 6), (2, 4, 5, 2)), 3: ((2, 3, 3, 4, 5), (2, 2, 3, 4, 3))
 # |normalized coordinate| up to this: beyond 1, so that every padding mode matters, and far
 # enough (with align_corners=False, over half a pixel) that border and reflection differ.
 GRID_RANGE = 1.5
+# Shapes that reach CANN's other kernels: (name, input shape, grid shape, mode, padding,
+# align_corners, dtypes). Each runs the forward and the backward of both gradients, default and
+# deterministic (CANN's deterministic backward has no more than 2048 channels: routed).
+ROUTE_SHAPES = (
+    ("wide-c", (2, 2056, 5, 6), (2, 4, 5, 2), "bilinear", "zeros", False, ("float32",)),
+    ("wide-c-3d", (1, 2056, 3, 4, 5), (1, 2, 3, 4, 3), "nearest", "border", True,
+     ("float32",)),
+    ("large-plane", (1, 4, 1000, 1500), (1, 96, 128, 2), "bilinear", "reflection", False,
+     ("float32", "float16")),
+    ("large-volume", (1, 2, 96, 128, 160), (1, 16, 16, 16, 3), "bilinear", "zeros", True,
+     ("float32", "float16")),
+    ("batch-64", (64, 3, 16, 17), (64, 8, 9, 2), "bicubic", "border", False,
+     ("float32", "float16")),
+    ("batch-64-3d", (64, 2, 4, 5, 6), (64, 3, 3, 3, 3), "bilinear", "zeros", False,
+     ("float32", "float16")),
+)
+# The jitted chain: (name, input shape, first grid shape, second grid shape, mode, padding,
+# align_corners); CHAIN_RUNS programs dispatched back to back, each on data of its own.
+CHAIN_SHAPES = (
+    ("2d", (4, 16, 64, 64), (4, 48, 48, 2), (4, 32, 32, 2), "bilinear", "border", False),
+    ("3d", (2, 8, 16, 16, 16), (2, 12, 12, 12, 3), (2, 8, 8, 8, 3), "bilinear", "zeros", True),
+)
+CHAIN_RUNS = 3
+# The input's (W, H, D) for exact coordinates, by align_corners: sizes (align_corners=False) or
+# sizes - 1 (True) that are powers of two, so that pixel centres and midpoints have normalized
+# coordinates that float32 holds exactly and every way of unnormalizing them is exact too.
+EXACT_SIZES = {False: (8, 4, 2), True: (9, 5, 3)}
+# Many points, few pixels: (name, input shape, grid shape, dtype).
+COLLISION_SHAPES = (
+    ("2d", (2, 8, 3, 3), (2, 128, 128, 2), "float32"),
+    ("2d", (2, 8, 3, 3), (2, 128, 128, 2), "float16"),
+    ("3d", (1, 4, 2, 2, 2), (1, 24, 24, 24, 3), "float32"),
+)
+EMPTY_CASES = (  # (name, input shape, grid shape)
+    ("2d no output points", (2, 3, 5, 6), (2, 0, 5, 2)),
+    ("2d C=0", (2, 0, 5, 6), (2, 4, 5, 2)),
+    ("2d N=0", (0, 3, 5, 6), (0, 4, 5, 2)),
+    ("3d no output points", (2, 3, 3, 4, 5), (2, 2, 0, 4, 3)),
+    ("3d C=0", (2, 0, 3, 4, 5), (2, 2, 3, 4, 3)),
+    ("3d N=0", (0, 3, 3, 4, 5), (0, 2, 3, 4, 3)),
+)
+EMPTY_DTYPES = ("float32", "float16")
 # (name, input shape, output spatial shape) of the timings; bilinear, zeros padding.
 TIMING_SHAPES = (
     ("2d", (8, 32, 128, 128), (128, 128)),
     ("3d", (2, 16, 32, 32, 32), (32, 32, 32)),
 )
 TIMING_DTYPES = ("float32", "float16")
+TIMING_GRID_RANGE = 1.1
+TIMING_WARMUP = 2
+TORCH_WORKER = Path(__file__).with_name("ascend_torch_npu.py")
+TORCH_TIMEOUT_S = 1800
 
 
 # --- data ---------------------------------------------------------------------------------
@@ -100,16 +169,17 @@ def _normalize(u: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
 
 
 def make_grid(rng: np.random.Generator, grid_shape: Sequence[int], input_shape: Sequence[int],
-              align_corners: bool) -> np.ndarray:
-    """A float64 grid with coordinates in about [-1.5, 1.5] whose pixel coordinates stay at
-    least 0.15 away from integers and half-integers (also after reflection and clamping), so
-    that nearest's rounding, the floors and the clamps cannot flip between precisions."""
+              align_corners: bool, grid_range: float = GRID_RANGE) -> np.ndarray:
+    """A float64 grid with coordinates in about [-grid_range, grid_range] whose pixel
+    coordinates stay at least 0.15 away from integers and half-integers (also after reflection
+    and clamping), so that nearest's rounding, the floors and the clamps cannot flip between
+    precisions."""
     sizes = tuple(reversed(input_shape[2:]))  # the grid holds (x, y[, z]): W, H[, D]
     points = tuple(grid_shape[:-1])
     coords = []
     for size in sizes:
-        lo = _unnormalize(-GRID_RANGE, size, align_corners)
-        hi = _unnormalize(GRID_RANGE, size, align_corners)
+        lo = _unnormalize(-grid_range, size, align_corners)
+        hi = _unnormalize(grid_range, size, align_corners)
         u = rng.uniform(lo, hi, points)
         frac = rng.uniform(0.15, 0.35, points) + 0.5 * rng.integers(0, 2, points)
         coords.append(_normalize(np.floor(u) + frac, size, align_corners))
@@ -124,9 +194,9 @@ def make_data(dim: int, mode: str, padding: str, align_corners: bool, dtype: str
               shapes: tuple[Sequence[int], Sequence[int]] | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input, grid, grad_output) as numpy arrays of ``dtype``, from a seed fixed by the
-    combination (the output mask and ``deterministic`` share the data)."""
+    combination and the shapes (the output mask and ``deterministic`` share the data)."""
     input_shape, grid_shape = shapes or SHAPES[dim]
-    seed = zlib.crc32(f"{dim}-{mode}-{padding}-{align_corners}-{dtype}".encode())
+    seed = zlib.crc32(f"{dim}-{mode}-{padding}-{align_corners}-{dtype}-{shapes}".encode())
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, input_shape)
     g = make_grid(rng, grid_shape, input_shape, align_corners)
@@ -159,6 +229,18 @@ def scaled_error(got: Any, expected: Any) -> float:
         return float("inf")
     scale = float(np.abs(e).max())
     return float(diff.max()) / (scale if scale > 0 else 1.0)
+
+
+def _identical(first: Sequence[Any], second: Sequence[Any]) -> bool:
+    return all((a is None and b is None) or (a is not None and b is not None
+                                             and np.asarray(a).tobytes() == np.asarray(b).tobytes())
+               for a, b in zip(first, second, strict=True))
+
+
+def _max_difference(first: Sequence[Any], second: Sequence[Any]) -> float:
+    return max((float(np.abs(_np64(a) - _np64(b)).max(initial=0.0))
+                for a, b in zip(first, second, strict=True) if a is not None and b is not None),
+               default=0.0)
 
 
 # --- the calls ------------------------------------------------------------------------------
@@ -196,22 +278,41 @@ def _error_text(exc: BaseException, case: dict | None = None) -> str:
     return text
 
 
-# --- parity ---------------------------------------------------------------------------------
+def _ac(align_corners: bool) -> str:
+    return "ac" if align_corners else "noac"
+
+
+# --- parity and route cases -------------------------------------------------------------------
 
 def _group(case: dict) -> str:
-    ac = "ac" if case["align_corners"] else "noac"
-    return f"{case['dim']}d-{case['mode']}-{case['padding']}-{ac}-{case['dtype']}"
+    prefix = f"{case['route']}-" if case.get("route") else ""
+    return (f"{prefix}{case['dim']}d-{case['mode']}-{case['padding']}-"
+            f"{_ac(case['align_corners'])}-{case['dtype']}")
 
 
 def _case(dim: int, mode: str, padding: str, align_corners: bool, dtype: str, op: str,
-          mask: tuple[bool, bool] | None = None, deterministic: bool | None = None) -> dict:
+          mask: tuple[bool, bool] | None = None, deterministic: bool | None = None,
+          route: str | None = None, shapes: tuple | None = None) -> dict:
     case = dict(dim=dim, mode=mode, padding=padding, align_corners=align_corners, dtype=dtype,
                 op=op, output_mask=None if mask is None else list(mask),
-                deterministic=deterministic)
+                deterministic=deterministic, route=route,
+                input_shape=None if shapes is None else list(shapes[0]),
+                grid_shape=None if shapes is None else list(shapes[1]))
     name = f"{_group(case)}-fwd"
     if op == "backward":
         name = f"{_group(case)}-bwd-{MASK_NAMES[mask]}-{'det' if deterministic else 'nondet'}"
     return dict(name=name, **case)
+
+
+def _matching(cases: list[dict], pattern: str | None) -> list[dict]:
+    if not pattern:
+        return cases
+    regex = re.compile(pattern)
+    return [c for c in cases if regex.search(c["name"])]
+
+
+def _quick_align_corners(dim: int, mode_index: int, pad_index: int) -> bool:
+    return bool((mode_index + pad_index + dim) % 2)
 
 
 def covered_cases(quick: bool = False, pattern: str | None = None) -> list[dict]:
@@ -219,27 +320,40 @@ def covered_cases(quick: bool = False, pattern: str | None = None) -> list[dict]
     ``deterministic`` flag), named like ``2d-bilinear-zeros-noac-float32-bwd-both-det``.
 
     ``quick``: float32 only, one align_corners per mode x padding x dimension (alternating),
-    the forward and the deterministic backward of both gradients. ``pattern``: a regular
-    expression the name must contain. Whether aclnn runs a case is the package's decision
-    (check_case reports "routed" for the rest).
+    the forward and the backward of both gradients, default and deterministic. ``pattern``: a
+    regular expression the name must contain. Whether aclnn runs a case is the package's
+    decision (check_case reports "routed" for the rest).
     """
     cases = []
     for dim, modes in MODES.items():
         for mode_index, mode in enumerate(modes):
             for pad_index, padding in enumerate(PADDINGS):
                 for align_corners in (False, True):
-                    if quick and align_corners != bool((mode_index + pad_index + dim) % 2):
+                    if quick and align_corners != _quick_align_corners(dim, mode_index,
+                                                                       pad_index):
                         continue
                     for dtype in ("float32",) if quick else DTYPES:
                         combo = (dim, mode, padding, align_corners, dtype)
                         cases.append(_case(*combo, "forward"))
-                        for mask in ((True, True),) if quick else MASKS:
-                            for det in (True,) if quick else (False, True):
+                        for det in (False, True):
+                            for mask in ((True, True),) if quick else MASKS:
                                 cases.append(_case(*combo, "backward", mask, det))
-    if pattern:
-        regex = re.compile(pattern)
-        cases = [c for c in cases if regex.search(c["name"])]
-    return cases
+    return _matching(cases, pattern)
+
+
+def route_cases(quick: bool = False, pattern: str | None = None) -> list[dict]:
+    """The cases of :data:`ROUTE_SHAPES`: per shape and dtype (``quick``: float32), the forward
+    and the backward of both gradients, default and deterministic; named like
+    ``wide-c-2d-bilinear-zeros-noac-float32-bwd-both-nondet``."""
+    cases = []
+    for route, input_shape, grid_shape, mode, padding, align_corners, dtypes in ROUTE_SHAPES:
+        for dtype in dtypes[:1] if quick else dtypes:
+            combo = (len(input_shape) - 2, mode, padding, align_corners, dtype)
+            where = dict(route=route, shapes=(input_shape, grid_shape))
+            cases.append(_case(*combo, "forward", **where))
+            for det in (False, True):
+                cases.append(_case(*combo, "backward", (True, True), det, **where))
+    return _matching(cases, pattern)
 
 
 def check_case(case: dict, device: jax.Device, host_device: jax.Device) -> dict:
@@ -256,8 +370,9 @@ def check_case(case: dict, device: jax.Device, host_device: jax.Device) -> dict:
     _require_x64()
     t0 = time.perf_counter()
     result = dict(case, tolerance=TOLERANCES[case["dtype"]], errors={}, problems=[])
+    shapes = (case["input_shape"], case["grid_shape"]) if case.get("input_shape") else None
     x, g, go = make_data(case["dim"], case["mode"], case["padding"], case["align_corners"],
-                         case["dtype"])
+                         case["dtype"], shapes)
     dev = _put((x, g, go), device)
     host = _put((x, g, go), host_device, np.float64)
     backward = case["op"] == "backward"
@@ -313,13 +428,11 @@ def check_case(case: dict, device: jax.Device, host_device: jax.Device) -> dict:
 
     if backward and case["deterministic"]:
         again = _backward(case, *dev, "native", mask, True)
-        identical = all(
-            (a is None and b is None) or (a is not None and b is not None
-                                          and a.tobytes() == b.tobytes())
-            for a, b in zip(got, again, strict=True))
+        identical = _identical(got, again)
         result["deterministic_identical"] = identical
         if not identical:
-            result["problems"].append("deterministic backward differs between two runs")
+            result["problems"].append("deterministic backward differs between two runs (max "
+                                      f"difference {_max_difference(got, again):.3g})")
 
     errors = result["errors"].values()
     result["max_error_host"] = max((e["host"] for e in errors), default=None)
@@ -330,38 +443,237 @@ def check_case(case: dict, device: jax.Device, host_device: jax.Device) -> dict:
     return result
 
 
+def run_cases(cases: Sequence[dict], device: jax.Device, host_device: jax.Device,
+              label: str = "cases") -> list[dict]:
+    """check_case for each case, with a progress line on stderr every 50."""
+    started = time.perf_counter()
+    results = []
+    for i, case in enumerate(cases):
+        results.append(check_case(case, device, host_device))
+        if (i + 1) % 50 == 0 or i + 1 == len(cases):
+            print(f"  {label} {i + 1}/{len(cases)} ({time.perf_counter() - started:.0f} s)",
+                  file=sys.stderr, flush=True)
+    return results
+
+
+def _not_reproducible(results: Iterable[dict]) -> list[str]:
+    return [r["name"] for r in results if r.get("deterministic_identical") is False]
+
+
+# --- the self-check ---------------------------------------------------------------------------
+
+def check_self_check(run: Callable[[], dict]) -> dict:
+    """The outcome of ``run`` (``jax_gridsample.ascend_self_check``): its dict plus "status"
+    ("pass", or "fail" with "error" when it could not run); its warning is not repeated."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            outcome = dict(run())
+    except Exception as exc:  # noqa: BLE001 - reported
+        return dict(status="fail", error=_error_text(exc))
+    failed = outcome.get("failure") or outcome.get("deterministic_failure")
+    return dict(outcome, status="fail" if failed else "pass")
+
+
+# --- the jitted chain: stream order -----------------------------------------------------------
+
+def _chain(implementation: str, mode: str, padding: str, align_corners: bool) -> Callable:
+    """jit(grad) of sum(w * grid_sample(tanh(grid_sample(x, g1)), g2)) with respect to x, g1
+    and g2, with the final samples as auxiliary output: two forwards, their backwards and XLA's
+    own kernels in between, in one program."""
+    kw = dict(mode=mode, padding_mode=padding, align_corners=align_corners,
+              implementation=implementation)
+
+    def loss(x, g1, g2, w):
+        y = jnp.tanh(jax_gridsample.grid_sample(x, g1, **kw))
+        z = jax_gridsample.grid_sample(y, g2, **kw)
+        return jnp.sum(z * w), z
+
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))
+
+
+def check_chain(device: jax.Device, host_device: jax.Device, shapes: Sequence[tuple] = None,
+                runs: int | None = None, dtype: str = "float32") -> dict:
+    """The chain of :func:`_chain` with implementation="native" on ``device``, ``runs`` times
+    on data of its own each, all dispatched before any result is read (XLA's work and aclnn's
+    must keep their order on the stream, and a workspace freed by one call must not be reused
+    under a queued kernel), compared with the float64 reference on ``host_device``: the final
+    samples and the three gradients within the dtype's tolerance.
+    Returns {"status", "checks": [per shape: name, status, errors, problems]}."""
+    _require_x64()
+    shapes = CHAIN_SHAPES if shapes is None else shapes
+    runs = CHAIN_RUNS if runs is None else runs
+    tol = TOLERANCES[dtype]
+    checks = []
+    for name, input_shape, grid1_shape, grid2_shape, mode, padding, align_corners in shapes:
+        check = dict(name=f"{name}-{mode}-{padding}-{_ac(align_corners)}-{dtype}",
+                     dtype=dtype, runs=runs, errors={}, problems=[])
+        data = []
+        for run in range(runs):
+            rng = np.random.default_rng(zlib.crc32(f"{name}-{run}".encode()))
+            x = rng.uniform(-1, 1, input_shape)
+            g1 = make_grid(rng, grid1_shape, input_shape, align_corners)
+            g2 = make_grid(rng, grid2_shape, _output_shape(input_shape, grid1_shape),
+                           align_corners)
+            w = rng.uniform(-1, 1, _output_shape(input_shape, grid2_shape))
+            data.append([a.astype(jnp.dtype(dtype)) for a in (x, g1, g2, w)])
+        native = _chain("native", mode, padding, align_corners)
+        try:
+            pending = [native(*_put(d, device)) for d in data]  # dispatched without waiting
+            got = [jax.device_get(p) for p in pending]
+        except NotImplementedError as exc:
+            checks.append(dict(check, status="routed", reason=str(exc)))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a crash is a failed check
+            checks.append(dict(check, status="fail", error=_error_text(exc)))
+            continue
+        reference = _chain("reference", mode, padding, align_corners)
+        for run, ((gx, gg1, gg2), z) in enumerate(got):
+            (ex, eg1, eg2), ez = reference(*_put(data[run], host_device, np.float64))
+            for label, a, e in (("output", z, ez), ("grad_input", gx, ex),
+                                ("grad_grid1", gg1, eg1), ("grad_grid2", gg2, eg2)):
+                err = scaled_error(a, e)
+                check["errors"][label] = max(check["errors"].get(label, 0.0), err)
+                if not err <= tol:
+                    check["problems"].append(f"run {run + 1}: {label}: error {err:.3g} > "
+                                             f"tolerance {tol:g}")
+        checks.append(dict(check, status="fail" if check["problems"] else "pass"))
+    return dict(status=_overall(checks), checks=checks)
+
+
+# --- exact coordinates: reported ---------------------------------------------------------------
+
+def exact_grid(dim: int, align_corners: bool, half: bool) -> tuple[tuple[int, ...], np.ndarray]:
+    """(input shape, grid) whose points sit exactly on pixel centres (``half`` False: integer
+    pixel coordinates, from one before the first pixel to one after the last) or exactly
+    midway between them (from 1.5 before to 1.5 after), every combination of the axes'."""
+    sizes = EXACT_SIZES[align_corners][:dim]  # (W, H[, D])
+    axes = []
+    for size in sizes:
+        u = np.arange(-2, size + 1) + 0.5 if half else np.arange(-1, size + 1).astype(float)
+        axes.append(_normalize(u, size, align_corners))
+    mesh = np.meshgrid(*reversed(axes), indexing="ij")  # ([z,] y, x), the grid's point axes
+    grid = np.stack(mesh[::-1], axis=-1)[None]
+    return (1, 2, *reversed(sizes)), grid
+
+
+def _differing_points(got: np.ndarray, expected: np.ndarray, tol: float,
+                      channel_axis: int) -> str:
+    """"same", or how many of the points differ by more than ``tol`` x the largest magnitude
+    (a point differs when any of its channels or components does)."""
+    g, e = _np64(got), _np64(expected)
+    if g.shape != e.shape:
+        return f"shape {list(g.shape)}, expected {list(e.shape)}"
+    scale = max(float(np.abs(e).max(initial=0.0)), 1e-30)
+    bad = ~(np.abs(g - e) <= tol * scale)  # NaN counts as differing
+    per_point = bad.any(axis=channel_axis)
+    if not per_point.any():
+        return "same"
+    worst = float(np.nanmax(np.where(bad, np.abs(g - e), 0.0))) / scale
+    return (f"{int(per_point.sum())} of {per_point.size} points differ (largest error "
+            f"{worst:.2g})")
+
+
+def check_coordinates(device: jax.Device, host_device: jax.Device, dtype: str = "float32",
+                      quick: bool = False) -> dict:
+    """Grids of exact pixel centres and exact midpoints (:func:`exact_grid`), for each
+    dimension, mode, padding and align_corners (``quick``: one align_corners per mode x
+    padding): the forward and both gradients with implementation="native", compared with the
+    float64 reference point by point. There floor(i) and nearest's round-half-to-even decide,
+    and implementations may differ by convention (PyTorch's is the reference's): reported, not
+    judged; only an exception fails. Returns {"status" ("reported", "fail" or "routed"),
+    "checks": [per grid: name, status, report, differs]}."""
+    _require_x64()
+    tol = TOLERANCES[dtype]
+    checks = []
+    for dim, modes in MODES.items():
+        for mode_index, mode in enumerate(modes):
+            for pad_index, padding in enumerate(PADDINGS):
+                for align_corners in (False, True):
+                    if quick and align_corners != _quick_align_corners(dim, mode_index,
+                                                                       pad_index):
+                        continue
+                    for half in (False, True):
+                        checks.append(_check_exact(device, host_device, dim, mode, padding,
+                                                   align_corners, half, dtype, tol))
+    statuses = {c["status"] for c in checks}
+    status = "fail" if "fail" in statuses else "reported" if "reported" in statuses else "routed"
+    return dict(status=status, checks=checks)
+
+
+def _check_exact(device, host_device, dim, mode, padding, align_corners, half, dtype, tol):
+    case = dict(mode=mode, padding=padding, align_corners=align_corners)
+    kind = "midpoints" if half else "centres"
+    check = dict(name=f"{dim}d-{mode}-{padding}-{_ac(align_corners)}-{kind}", dtype=dtype,
+                 report={})
+    input_shape, grid = exact_grid(dim, align_corners, half)
+    rng = np.random.default_rng(dim)
+    x = rng.uniform(-1, 1, input_shape)
+    go = rng.uniform(-1, 1, _output_shape(input_shape, grid.shape))
+    np_dtype = jnp.dtype(dtype)
+    dev = _put((x, grid, go), device, np_dtype)
+    try:
+        out = _forward(case, *dev[:2], "native")
+        gi, gg = _backward(case, *dev, "native", (True, True))
+    except NotImplementedError as exc:
+        return dict(check, status="routed", reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a crash is a failed check
+        return dict(check, status="fail", error=_error_text(exc))
+    host = _put((x, grid, go), host_device, np.float64)
+    expected_out = _forward(case, *host[:2], "reference")
+    expected_gi, expected_gg = _backward(case, *host, "reference", (True, True))
+    report = check["report"]
+    report["output"] = _differing_points(out, expected_out, tol, 1)
+    report["grad_grid"] = _differing_points(gg, expected_gg, tol, -1)
+    err = scaled_error(gi, expected_gi)
+    report["grad_input"] = "same" if err <= tol else f"error {err:.2g}"
+    return dict(check, status="reported", differs=any(v != "same" for v in report.values()))
+
+
 # --- empty tensors and NaN coordinates -------------------------------------------------------
 
-EMPTY_CASES = (  # (name, input shape, grid shape)
-    ("2d no output points", (2, 3, 5, 6), (2, 0, 5, 2)),
-    ("2d C=0", (2, 0, 5, 6), (2, 4, 5, 2)),
-    ("2d N=0", (0, 3, 5, 6), (0, 4, 5, 2)),
-    ("3d no output points", (2, 3, 3, 4, 5), (2, 2, 0, 4, 3)),
-    ("3d C=0", (2, 0, 3, 4, 5), (2, 2, 3, 4, 3)),
-    ("3d N=0", (0, 3, 3, 4, 5), (0, 2, 3, 4, 3)),
-)
+def _prefilled_backward(kernel: Any, go, x, g, mask: tuple[bool, bool]) -> list:
+    """The kernel's backward target called directly, each result aliased to the operand of its
+    shape (grad_input to input, grad_grid to grid), so that it starts as a copy of it."""
+    wanted = [i for i in (0, 1) if mask[i]]
+    results = tuple(jax.ShapeDtypeStruct((x, g)[i].shape, x.dtype) for i in wanted)
+    aliases = {1 + i: j for j, i in enumerate(wanted)}
+    call = jax.ffi.ffi_call(kernel.backward_target, results, input_output_aliases=aliases)
+    attributes = kernel.backward_attributes(
+        output_mask=mask, interpolation=0, padding=0, align_corners=False, channels_last=False,
+        deterministic=False)
+    out = jax.jit(lambda *operands: call(*operands, **attributes))(go, x, g)
+    return [np.asarray(r) for r in jax.block_until_ready(out)]
 
 
 def check_empty(device: jax.Device, host_device: jax.Device,
-                dtypes: Sequence[str] = ("float32", "float16")) -> dict:
-    """Empty calls (no output points, C=0, N=0) with implementation="native": the forward and
-    both gradients must have the right shapes and dtype, and the gradients must be exactly
-    zero (aclnn writes nothing on empty tensors; the handler must zero them). Returns
-    {"status", "checks": [per call: name, dtype, status, problems]}."""
+                dtypes: Sequence[str] | None = None, kernel: Any = None) -> dict:
+    """Empty calls (no output points, C=0, N=0): aclnn writes nothing on them, so the handlers
+    must zero every result that has elements themselves.
+
+    Per case and dtype: the backward target of ``kernel`` (default: the package's Ascend
+    kernel) called directly for each output mask, every result starting as a copy of the
+    non-zero operand of its shape, so that a result nobody writes shows; then the public API
+    with implementation="native" (forward and both gradients). Every result must have the
+    right shape and dtype, every gradient be exactly zero. Returns {"status", "checks": [per
+    call: name, dtype, status, problems]}."""
     _require_x64()
+    kernel = _ascend.KERNEL if kernel is None else kernel
     checks = []
     for (name, input_shape, grid_shape), dtype in (
-            (c, d) for c in EMPTY_CASES for d in dtypes):
+            (c, d) for c in EMPTY_CASES for d in (EMPTY_DTYPES if dtypes is None else dtypes)):
         case = dict(mode="bilinear", padding="zeros", align_corners=False)
         check = dict(name=name, dtype=dtype, input_shape=list(input_shape),
                      grid_shape=list(grid_shape), problems=[])
         rng = np.random.default_rng(0)
         np_dtype = jnp.dtype(dtype)
-        x = rng.uniform(-1, 1, input_shape).astype(np_dtype)
-        g = make_grid(rng, grid_shape, input_shape, False).astype(np_dtype)
-        go = rng.uniform(-1, 1, _output_shape(input_shape, grid_shape)).astype(np_dtype)
+        x = rng.uniform(1, 2, input_shape).astype(np_dtype)
+        g = rng.uniform(0.5, 0.9, grid_shape).astype(np_dtype)
+        go = rng.uniform(1, 2, _output_shape(input_shape, grid_shape)).astype(np_dtype)
         dev = _put((x, g, go), device)
         try:
+            direct = {mask: _prefilled_backward(kernel, dev[2], dev[0], dev[1], mask)
+                      for mask in MASKS}
             out = _forward(case, *dev[:2], "native")
             grads = _backward(case, *dev, "native", (True, True))
         except NotImplementedError as exc:
@@ -370,11 +682,15 @@ def check_empty(device: jax.Device, host_device: jax.Device,
         except Exception as exc:  # noqa: BLE001 - a crash is a failed check
             checks.append(dict(check, status="fail", error=_error_text(exc)))
             continue
-        host = _put((x, g, go), host_device, np.float64)
-        expected_out = _forward(case, *host[:2], "reference")
-        for label, got, shape in (("output", out, expected_out.shape),
-                                  ("grad_input", grads[0], x.shape),
-                                  ("grad_grid", grads[1], g.shape)):
+        expected_out = _output_shape(input_shape, grid_shape)
+        results = [("output", out, expected_out), ("grad_input", grads[0], x.shape),
+                   ("grad_grid", grads[1], g.shape)]
+        for mask, direct_grads in direct.items():
+            which = [i for i in (0, 1) if mask[i]]
+            results += [(f"pre-filled {('grad_input', 'grad_grid')[i]} (mask "
+                         f"{MASK_NAMES[mask]})", r, (x, g)[i].shape)
+                        for i, r in zip(which, direct_grads, strict=True)]
+        for label, got, shape in results:
             if got is None or got.shape != tuple(shape) or str(got.dtype) != dtype:
                 desc = None if got is None else f"{got.dtype}{list(got.shape)}"
                 check["problems"].append(f"{label} is {desc}, expected {dtype}{list(shape)}")
@@ -464,6 +780,56 @@ def _overall(checks: Sequence[dict]) -> str:
     return "fail" if "fail" in statuses else "pass" if "pass" in statuses else "routed"
 
 
+# --- reproducibility: many points, few pixels -------------------------------------------------
+
+def check_collisions(device: jax.Device, host_device: jax.Device, deterministic: bool,
+                     shapes: Sequence[tuple] | None = None) -> dict:
+    """The backward of both gradients (bilinear, zeros padding) on :data:`COLLISION_SHAPES`,
+    where thousands of points scatter into a few pixels, run twice with the same operands:
+    whether the two give the same bits, and their error against the float64 host reference
+    (reported: accuracy is the parity cases' to judge). ``deterministic``: the two must be
+    identical ("pass"/"fail"); otherwise it is only reported whether they are (a default
+    backward adds with atomics). Returns {"status", "checks": [per shape: name, dtype, status,
+    identical, max_difference, errors]}."""
+    _require_x64()
+    shapes = COLLISION_SHAPES if shapes is None else shapes
+    case = dict(mode="bilinear", padding="zeros", align_corners=False)
+    checks = []
+    for name, input_shape, grid_shape, dtype in shapes:
+        check = dict(name=f"{name} {list(input_shape)} <- {list(grid_shape[:-1])} points",
+                     dtype=dtype, deterministic=deterministic, problems=[])
+        rng = np.random.default_rng(3)
+        x = rng.uniform(-1, 1, input_shape)
+        g = make_grid(rng, grid_shape, input_shape, False, grid_range=1.0)
+        go = rng.uniform(-1, 1, _output_shape(input_shape, grid_shape))
+        dev = _put((go, x, g), device, jnp.dtype(dtype))
+        step = jax.jit(lambda go, x, g: jax_gridsample.grid_sample_backward(
+            go, x, g, output_mask=(True, True), **_kwargs(case, "native", deterministic)))
+        try:
+            first = [np.asarray(r) for r in jax.block_until_ready(step(*dev))]
+            second = [np.asarray(r) for r in jax.block_until_ready(step(*dev))]
+        except NotImplementedError as exc:
+            checks.append(dict(check, status="routed", reason=str(exc)))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a crash is a failed check
+            checks.append(dict(check, status="fail", error=_error_text(exc)))
+            continue
+        expected = _backward(case, *_put((x, g, go), host_device, np.float64), "reference",
+                             (True, True))
+        identical = _identical(first, second)
+        check.update(identical=identical, max_difference=_max_difference(first, second),
+                     errors={label: scaled_error(a, e) for label, a, e in zip(
+                         ("grad_input", "grad_grid"), first, expected, strict=True)})
+        if deterministic and not identical:
+            check["problems"].append("two runs of the deterministic backward differ (max "
+                                     f"difference {check['max_difference']:.3g})")
+        status = ("fail" if check["problems"] else "pass") if deterministic else "reported"
+        checks.append(dict(check, status=status))
+    statuses = {c["status"] for c in checks}
+    status = next((s for s in ("fail", "pass", "reported") if s in statuses), "routed")
+    return dict(status=status, checks=checks)
+
+
 # --- timings --------------------------------------------------------------------------------
 
 def _median_ms(fn: Callable[[], Any], repeats: int, warmup: int) -> float:
@@ -477,65 +843,58 @@ def _median_ms(fn: Callable[[], Any], repeats: int, warmup: int) -> float:
     return 1e3 * statistics.median(times)
 
 
-def _time_jax(device: jax.Device, x: np.ndarray, g: np.ndarray, implementation: str,
-              repeats: int, warmup: int) -> dict[str, float | str]:
-    kw = dict(mode="bilinear", padding_mode="zeros", align_corners=False,
-              implementation=implementation)
+_TIMED = dict(mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def _timed_programs(implementation: str) -> dict[str, Callable]:
+    kw = dict(_TIMED, implementation=implementation)
 
     def loss(x, g):
         return jax_gridsample.grid_sample(x, g, **kw).astype(jnp.float32).sum()
 
-    forward = jax.jit(lambda x, g: jax_gridsample.grid_sample(x, g, **kw))
-    both = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    return {"forward": jax.jit(lambda x, g: jax_gridsample.grid_sample(x, g, **kw)),
+            "forward+backward": jax.jit(jax.grad(loss, argnums=(0, 1)))}
+
+
+def _time_jax(device: jax.Device, x: np.ndarray, g: np.ndarray, implementation: str,
+              repeats: int, warmup: int) -> tuple[dict[str, float | str], dict[str, Any]]:
+    """Median ms of the forward and of jax.grad of the sum, and each program's result (its
+    first call's)."""
     xd, gd = _put((x, g), device)
     times: dict[str, float | str] = {}
-    for key, fn in (("forward", forward), ("forward+backward", both)):
+    results: dict[str, Any] = {}
+    for key, fn in _timed_programs(implementation).items():
         try:
+            results[key] = jax.device_get(fn(xd, gd))
             times[key] = _median_ms(lambda fn=fn: jax.block_until_ready(fn(xd, gd)),
                                     repeats, warmup)
         except NotImplementedError:
             times[key] = "routed"
         except Exception as exc:  # noqa: BLE001 - reported in the table
             times[key] = _error_text(exc)
-    return times
+    return times, results
 
 
-def _torch_npu() -> tuple[Any, str | None]:
-    """(torch, None) when ``import torch_npu`` works, else (None, why not)."""
-    try:
-        import torch
-        import torch_npu  # noqa: F401 - registers the "npu" device with torch
-    except Exception as exc:  # noqa: BLE001 - any failure means no torch_npu column
-        return None, f"not installed ({type(exc).__name__}: {exc})"[:200]
-    return torch, None
-
-
-def _time_torch(torch: Any, device_index: int, x: np.ndarray, g: np.ndarray, repeats: int,
-                warmup: int) -> dict[str, float | str]:
-    import torch.nn.functional as F
-
-    dev = f"npu:{device_index}"
-    dtype = getattr(torch, str(x.dtype))
-    xt = torch.from_numpy(x.astype(np.float32)).to(dev).to(dtype)
-    gt = torch.from_numpy(g.astype(np.float32)).to(dev).to(dtype)
-
-    def forward():
-        F.grid_sample(xt, gt, mode="bilinear", padding_mode="zeros", align_corners=False)
-        torch.npu.synchronize()
-
-    def both():
-        xr, gr = xt.detach().requires_grad_(), gt.detach().requires_grad_()
-        out = F.grid_sample(xr, gr, mode="bilinear", padding_mode="zeros", align_corners=False)
-        out.float().sum().backward()
-        torch.npu.synchronize()
-
-    times: dict[str, float | str] = {}
-    for key, fn in (("forward", forward), ("forward+backward", both)):
-        try:
-            times[key] = _median_ms(fn, repeats, warmup)
-        except Exception as exc:  # noqa: BLE001 - reported in the table
-            times[key] = _error_text(exc)
-    return times
+def _check_timed(results: dict[str, Any], host_device: jax.Device, x: np.ndarray,
+                 g: np.ndarray, dtype: str) -> dict:
+    """The native results of a timing row against the float64 host reference."""
+    check = dict(errors={}, problems=[])
+    if not results:
+        return dict(check, status="routed")
+    expected = {key: jax.device_get(fn(*_put((x, g), host_device, np.float64)))
+                for key, fn in _timed_programs("reference").items() if key in results}
+    tol = TOLERANCES[dtype]
+    for key, got in results.items():
+        got = list(got) if isinstance(got, tuple | list) else [got]
+        exp = expected[key]
+        exp = list(exp) if isinstance(exp, tuple | list) else [exp]
+        labels = ["output"] if key == "forward" else ["grad_input", "grad_grid"]
+        for label, a, e in zip(labels, got, exp, strict=True):
+            err = scaled_error(a, e)
+            check["errors"][f"{key} {label}"] = err
+            if not err <= tol:
+                check["problems"].append(f"{key} {label}: error {err:.3g} > tolerance {tol:g}")
+    return dict(check, status="fail" if check["problems"] else "pass")
 
 
 def _timing_data(input_shape: Sequence[int], out_spatial: Sequence[int], dtype: str
@@ -543,48 +902,81 @@ def _timing_data(input_shape: Sequence[int], out_spatial: Sequence[int], dtype: 
     rng = np.random.default_rng(1)
     grid_shape = (input_shape[0], *out_spatial, len(input_shape) - 2)
     x = rng.uniform(-1, 1, input_shape).astype(jnp.dtype(dtype))
-    g = rng.uniform(-1.1, 1.1, grid_shape).astype(jnp.dtype(dtype))
-    return x, g
+    g = make_grid(rng, grid_shape, input_shape, False, TIMING_GRID_RANGE)
+    return x, g.astype(jnp.dtype(dtype))
 
 
-def time_cases(device: jax.Device, shapes: Sequence[tuple] = TIMING_SHAPES,
-               dtypes: Sequence[str] = TIMING_DTYPES, repeats: int = 10, warmup: int = 2,
-               torch: bool = True) -> list[dict]:
+def time_cases(device: jax.Device, host_device: jax.Device,
+               shapes: Sequence[tuple] | None = None, dtypes: Sequence[str] | None = None,
+               repeats: int = 10, warmup: int | None = None) -> list[dict]:
     """Median milliseconds (after ``warmup`` calls, each call waited for) of bilinear, zeros
     padding grid_sample, forward and jax.grad of the sum, with implementation="native" and
-    "reference" on ``device``, then (when ``torch``) :func:`time_torch`.
-    ``shapes``: (name, input shape, output spatial shape). One dict per shape and dtype:
-    name, dtype, shapes, "native"/"reference"/"torch_npu" -> {"forward", "forward+backward"}
-    (ms, "routed", or an error text; "torch_npu" may be a string such as "not installed")."""
+    "reference" on ``device``; the native results are checked against the float64 reference
+    on ``host_device``. ``shapes``: (name, input shape, output spatial shape). One dict per
+    shape and dtype: name, dtype, shapes, "native"/"reference" -> {"forward",
+    "forward+backward"} (ms, "routed", or an error text), "check" (status, errors, problems)
+    and "torch_npu" ("not run" until :func:`time_torch`)."""
+    _require_x64()
+    warmup = TIMING_WARMUP if warmup is None else warmup
     rows = []
-    for name, input_shape, out_spatial in shapes:
-        for dtype in dtypes:
+    for name, input_shape, out_spatial in TIMING_SHAPES if shapes is None else shapes:
+        for dtype in TIMING_DTYPES if dtypes is None else dtypes:
             x, g = _timing_data(input_shape, out_spatial, dtype)
             row = dict(name=name, dtype=dtype, input_shape=list(input_shape),
                        grid_shape=list(g.shape), out_spatial=list(out_spatial),
                        torch_npu="not run")
-            for impl in ("native", "reference"):
-                row[impl] = _time_jax(device, x, g, impl, repeats, warmup)
+            row["native"], results = _time_jax(device, x, g, "native", repeats, warmup)
+            row["check"] = _check_timed(results, host_device, x, g, dtype)
+            errors = [v for v in row["native"].values() if v != "routed" and isinstance(v, str)]
+            if errors:
+                row["check"]["problems"] += errors
+                row["check"]["status"] = "fail"
+            row["reference"], _ = _time_jax(device, x, g, "reference", repeats, warmup)
             rows.append(row)
-    if torch:
-        time_torch(rows, device, repeats, warmup)
     return rows
 
 
-def time_torch(rows: Sequence[dict], device: jax.Device, repeats: int = 10, warmup: int = 2
-               ) -> None:
-    """Fill in each row's "torch_npu" timings (torch_npu's F.grid_sample on the same NPU), or
-    "not installed (...)" when ``import torch_npu`` fails. Run after the JAX timings: torch_npu
-    shares the NPU and CANN runtime with the JAX plugin in this process."""
-    torch_mod, why_not = _torch_npu()
+def time_torch(rows: Sequence[dict], device: jax.Device, repeats: int = 10,
+               warmup: int | None = None) -> None:
+    """Fill in each row's "torch_npu" timings: torch_npu's F.grid_sample on the same NPU and
+    data, run by ``ascend_torch_npu.py`` in a process of its own (so that importing torch_npu,
+    which loads CANN's combined opapi library and sets CANN's options for its process, cannot
+    change this one's); a string ("not installed (...)", an error) where it could not run."""
+    warmup = TIMING_WARMUP if warmup is None else warmup
     index = getattr(device, "local_hardware_id", None)
     index = device.id if index is None else index
-    for row in rows:
-        if torch_mod is None:
-            row["torch_npu"] = why_not
-            continue
-        x, g = _timing_data(row["input_shape"], row["out_spatial"], row["dtype"])
-        row["torch_npu"] = _time_torch(torch_mod, index, x, g, repeats, warmup)
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = []
+        for i, row in enumerate(rows):
+            x, g = _timing_data(row["input_shape"], row["out_spatial"], row["dtype"])
+            path = os.path.join(tmp, f"case{i}.npz")
+            np.savez(path, x=x, g=g)
+            cases.append(dict(data=path, **_TIMED))
+        request = os.path.join(tmp, "request.json")
+        with open(request, "w") as f:
+            json.dump(dict(device_index=index, repeats=repeats, warmup=warmup, cases=cases), f)
+        answer = _run_torch_worker(request)
+    for i, row in enumerate(rows):
+        row["torch_npu"] = answer["error"] if "error" in answer else answer["times"][i]
+
+
+def _run_torch_worker(request: str) -> dict:
+    try:
+        proc = subprocess.run([sys.executable, str(TORCH_WORKER), request], capture_output=True,
+                              text=True, timeout=TORCH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return dict(error=f"the torch_npu process did not finish in {TORCH_TIMEOUT_S} s")
+    except OSError as exc:
+        return dict(error=f"the torch_npu process did not start: {exc}")
+    lines = proc.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1])
+        if proc.returncode == 0 and ("error" in answer or "times" in answer):
+            return answer
+    except (IndexError, ValueError):
+        pass
+    tail = " | ".join(proc.stderr.strip().splitlines()[-3:])[-400:]
+    return dict(error=f"the torch_npu process exited with status {proc.returncode}: {tail}")
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -598,21 +990,23 @@ def _fmt(v: Any) -> str:
 
 
 def print_parity_table(results: Sequence[dict], out=sys.stdout) -> None:
-    """One row per dimension x mode x forward/backward x dtype: counts and largest errors;
-    then every failed case and the routed combinations."""
+    """One row per (route,) dimension x mode x forward/backward x dtype: counts and largest
+    errors; then every failed case and the routed combinations."""
     rows: dict[tuple, list[dict]] = {}
     for r in results:
-        key = (r["dim"], r["mode"], "fwd" if r["op"] == "forward" else "bwd", r["dtype"])
+        key = (r.get("route") or "", r["dim"], r["mode"],
+               "fwd" if r["op"] == "forward" else "bwd", r["dtype"])
         rows.setdefault(key, []).append(r)
-    print(f"{'case':<26}{'pass':>5}{'fail':>5}{'routed':>7}{'vs host f64':>13}"
+    print(f"{'case':<38}{'pass':>5}{'fail':>5}{'routed':>7}{'vs host f64':>13}"
           f"{'vs NPU ref':>12}{'tol':>8}  result", file=out)
-    for (dim, mode, op, dtype), group in rows.items():
+    for (route, dim, mode, op, dtype), group in rows.items():
         counts = {s: sum(r["status"] == s for r in group) for s in ("pass", "fail", "routed")}
         host = [r["max_error_host"] for r in group if r.get("max_error_host") is not None]
         ref = [r["max_error_reference"] for r in group
                if r.get("max_error_reference") is not None]
         verdict = "FAIL" if counts["fail"] else "pass" if counts["pass"] else "routed"
-        print(f"{f'{dim}d {mode} {op} {dtype}':<26}{counts['pass']:>5}{counts['fail']:>5}"
+        label = f"{route} {dim}d {mode} {op} {dtype}".strip()
+        print(f"{label:<38}{counts['pass']:>5}{counts['fail']:>5}"
               f"{counts['routed']:>7}{_fmt(max(host, default=None)):>13}"
               f"{_fmt(max(ref, default=None)):>12}{TOLERANCES[dtype]:>8g}  {verdict}", file=out)
     failed = [r for r in results if r["status"] == "fail"]
@@ -624,7 +1018,8 @@ def print_parity_table(results: Sequence[dict], out=sys.stdout) -> None:
     routed: dict[str, list[dict]] = {}
     for r in results:
         if r["status"] == "routed":
-            routed.setdefault(f"{r['dim']}d {r['mode']} {r['op']}", []).append(r)
+            prefix = f"{r['route']} " if r.get("route") else ""
+            routed.setdefault(f"{prefix}{r['dim']}d {r['mode']} {r['op']}", []).append(r)
     for key, group in routed.items():
         dtypes = sorted({r["dtype"] for r in group})
         reasons = sorted({r["reason"][:200] for r in group})
@@ -632,13 +1027,27 @@ def print_parity_table(results: Sequence[dict], out=sys.stdout) -> None:
               f"{' | '.join(reasons)}", file=out)
 
 
-def print_checks(title: str, result: dict, out=sys.stdout) -> None:
-    """The empty or NaN checks: one line each."""
-    print(f"{title}: {result['status'].upper()}", file=out)
+def print_checks(result: dict, out=sys.stdout) -> None:
+    """The checks of a section (empty, NaN, chain, coordinates, reproducibility): one line
+    each."""
     for c in result["checks"]:
         detail = c.get("error") or "; ".join(c.get("problems", [])) or c.get("reason", "")
         report = "; ".join(f"{k}: {_fmt(v)}" for k, v in c.get("report", {}).items())
-        print(f"  {c['status']:<6} {c['name']} {c.get('dtype', '')} {detail} {report}".rstrip(),
+        print(f"  {c['status']:<8} {c['name']} {c.get('dtype', '')} {detail} {report}".rstrip(),
+              file=out)
+
+
+def print_collisions(result: dict, out=sys.stdout) -> None:
+    for c in result["checks"]:
+        kind = "deterministic" if c["deterministic"] else "default"
+        if "identical" in c:
+            same = "same bits twice" if c["identical"] else \
+                f"differs between two runs (max difference {_fmt(c['max_difference'])})"
+            errors = ", ".join(f"{k} error {_fmt(v)}" for k, v in c["errors"].items())
+            detail = f"{same}; {errors}"
+        else:
+            detail = c.get("error") or c.get("reason", "")
+        print(f"  {c['status']:<8} {kind} backward, {c['name']} {c['dtype']}: {detail[:400]}",
               file=out)
 
 
@@ -652,9 +1061,10 @@ def _ratio(v: Any, base: Any) -> str:
 
 
 def print_timing_table(rows: Sequence[dict], out=sys.stdout) -> None:
-    """Median ms per implementation, and how many times slower the others are than aclnn."""
+    """Median ms per implementation, how many times slower the others are than aclnn, and
+    whether aclnn's results matched."""
     print(f"{'timing (median ms)':<30}{'aclnn':>9}{'reference':>11}{'ref/aclnn':>11}"
-          f"{'torch_npu':>15}{'torch/aclnn':>13}", file=out)
+          f"{'torch_npu':>15}{'torch/aclnn':>13}  result", file=out)
     for row in rows:
         for key in ("forward", "forward+backward"):
             native = row["native"].get(key)
@@ -663,20 +1073,79 @@ def print_timing_table(rows: Sequence[dict], out=sys.stdout) -> None:
                 else row["torch_npu"].get(key)
             torch = "not installed" if isinstance(torch, str) and \
                 torch.startswith("not installed") else torch
-
+            errors = [e for k, e in row["check"]["errors"].items() if k.startswith(key + " ")]
+            result = "routed" if not errors else \
+                f"{'pass' if max(errors) <= TOLERANCES[row['dtype']] else 'FAIL'} (error " \
+                f"{_fmt(max(errors))})"
             label = f"{row['name']} {row['dtype']} {key}"
             print(f"{label:<30}{_cell(native):>9}{_cell(ref):>11}{_ratio(ref, native):>11}"
-                  f"{_cell(torch):>15}{_ratio(torch, native):>13}", file=out)
+                  f"{_cell(torch):>15}{_ratio(torch, native):>13}  {result}", file=out)
     torch_notes = {row["torch_npu"] for row in rows if isinstance(row["torch_npu"], str)}
     for note in sorted(torch_notes):
-        print(f"  torch_npu: {note}", file=out)
-    errors = {f"{row['name']} {row['dtype']} {impl}": row[impl]
-              for row in rows for impl in ("native", "reference", "torch_npu")}
-    for label, times in errors.items():
-        values = times.values() if isinstance(times, dict) else []
-        for text in values:
-            if isinstance(text, str) and text != "routed":
-                print(f"  {label}: {text[:300]}", file=out)
+        print(f"  torch_npu: {note[:300]}", file=out)
+    for row in rows:
+        for problem in row["check"]["problems"]:
+            print(f"  FAIL {row['name']} {row['dtype']}: {problem[:300]}", file=out)
+        for impl in ("reference", "torch_npu"):
+            times = row[impl]
+            for text in times.values() if isinstance(times, dict) else []:
+                if isinstance(text, str) and text != "routed":
+                    print(f"  {row['name']} {row['dtype']} {impl}: {text[:300]}", file=out)
+
+
+def _counts(results: Iterable[dict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return counts
+
+
+def cases_verdict(results: Sequence[dict]) -> tuple[str, str]:
+    """PASS/FAIL/ROUTED and "(n passed, m failed, k routed)" for a list of case results."""
+    counts = _counts(results)
+    word = "FAIL" if counts.get("fail") else "PASS" if counts.get("pass") else "ROUTED"
+    detail = ", ".join(f"{counts[s]} {label}" for s, label in (
+        ("pass", "passed"), ("fail", "failed"), ("routed", "routed")) if counts.get(s))
+    not_reproducible = _not_reproducible(results)
+    if not_reproducible:
+        detail += f"; {len(not_reproducible)} not reproducible"
+    return word, detail or "no cases"
+
+
+def checks_verdict(result: dict) -> tuple[str, str]:
+    return cases_verdict(result["checks"])
+
+
+def determinism_hint(level: str | None) -> str:
+    """What to tell a user whose deterministic backwards gave different bits twice."""
+    if level:
+        return (f"HINT: with {START_UP_DETERMINISM}={level} set at start-up, deterministic "
+                "backwards still differ between two runs: CANN did not honour its own "
+                "determinism option here; please send us this report.")
+    return ("HINT: deterministic=True alone did not make the backward reproducible with this "
+            "CANN: a call asks for determinism in its own context only, and CANN releases "
+            "that pick the kernel by the process-wide option, or keep the first setting per "
+            "kernel, do not honour that (\"auto\" runs deterministic backwards on the reference "
+            "where the self-check saw it). For determinism guaranteed, start Python with "
+            f"{START_UP_DETERMINISM}=1 (or 2, 3), and run this script again with it to check.")
+
+
+def _workspace_delta(before: dict | None, after: dict | None) -> dict | None:
+    if before is None or after is None:
+        return None
+    delta = {k: after[k] - before[k] for k in ("scratch", "stream_cache", "none")}
+    return dict(delta, cached_buffers=after["cached_buffers"], cached_bytes=after["cached_bytes"])
+
+
+def workspace_verdict(paths: dict | None) -> tuple[str, str]:
+    if paths is None:
+        return "REPORTED", "unknown: the Ascend handlers are not built"
+    text = (f"XLA's scratch allocator for {paths['scratch']} calls, the per-stream cache for "
+            f"{paths['stream_cache']} ({paths['cached_buffers']} buffers, "
+            f"{paths['cached_bytes'] / 2**20:.1f} MiB), no workspace for {paths['none']}")
+    if paths["scratch"]:
+        text += "; scratch memory is safe only with a stream-ordered plugin allocator"
+    return "REPORTED", text
 
 
 # --- environment, device detection and main ------------------------------------------------
@@ -710,26 +1179,34 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _call(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - reported
+        return f"error: {_error_text(exc)}"
+
+
 def environment(device: jax.Device | None) -> dict:
-    """Versions, native_status(), the device and SoC, and the CANN-related environment."""
+    """Versions, CANN's version, the chip, the start-up determinism level, native_status(),
+    the device and the CANN-related environment."""
     dists = sorted({(d.metadata["Name"] or "", d.version)
                     for d in importlib.metadata.distributions()
                     if re.search(r"ascend|npu|cann|pjrt|jax", d.metadata["Name"] or "", re.I)})
-    soc = getattr(_ascend, "soc_name", None)
-    try:
-        soc_name = soc() if callable(soc) else None
-    except Exception as exc:  # noqa: BLE001 - reported
-        soc_name = f"error: {_error_text(exc)}"
+    soc_name = _call(_ascend.soc_name)
     env = dict(
         python=sys.version.split()[0], machine=platform.machine(), system=platform.platform(),
         jax=jax.__version__, jaxlib=_version("jaxlib"),
         jax_gridsample=getattr(jax_gridsample, "__version__", None) or _version("jax_gridsample"),
         torch=_version("torch"), torch_npu=_version("torch_npu"),
         distributions={name: version for name, version in dists},
-        native_status=jax_gridsample.native_status(), soc_name=soc_name,
+        cann_version=_call(_ascend.cann_version), soc_name=soc_name,
+        chip_family=_ascend.chip_family(soc_name if isinstance(soc_name, str) else None),
+        start_up_determinism=os.environ.get(START_UP_DETERMINISM) or None,
+        native_status=jax_gridsample.native_status(),
         env={k: v for k, v in os.environ.items()
              if k in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH",
-                      "JAX_GRIDSAMPLE_ACLNN_LIBS", "ASCEND_RT_VISIBLE_DEVICES", "JAX_PLATFORMS")},
+                      "JAX_GRIDSAMPLE_ACLNN_LIBS", "ASCEND_RT_VISIBLE_DEVICES", "JAX_PLATFORMS",
+                      START_UP_DETERMINISM, "JAX_GRIDSAMPLE_ASCEND_SELF_CHECK")},
     )
     for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH"):
         for name in ("version.cfg", "version.info"):
@@ -750,79 +1227,201 @@ def _write(path: str, report: dict) -> None:
         json.dump(report, f, indent=1, default=str)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Detect the NPU, run every phase, print the tables, write the JSON; 1 if a check failed."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--json", default="ascend_acceptance.json", help="report file")
-    parser.add_argument("--quick", action="store_true",
-                        help="float32, one case per mode x padding x dimension")
-    parser.add_argument("--cases", metavar="REGEX", help="only parity cases whose name matches")
-    parser.add_argument("--repeats", type=int, default=10, help="timed calls per median")
-    parser.add_argument("--no-timing", action="store_true", help="skip the timings")
-    parser.add_argument("--no-torch", action="store_true", help="skip the torch_npu timings")
-    args = parser.parse_args(argv)
-    jax.config.update("jax_enable_x64", True)
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--json", default="ascend_acceptance.json", help="report file")
+    p.add_argument("--quick", action="store_true",
+                   help="float32, one align_corners per mode x padding x dimension")
+    p.add_argument("--cases", metavar="REGEX",
+                   help="only parity and route cases whose name matches")
+    p.add_argument("--repeats", type=int, default=10, help="timed calls per median")
+    p.add_argument("--no-timing", action="store_true", help="skip the timings")
+    p.add_argument("--no-torch", action="store_true", help="skip the torch_npu timings")
+    return p
 
+
+class _Report:
+    """The JSON report, written after each phase, and the verdict lines."""
+
+    def __init__(self, path: str, out, env: dict, options: dict):
+        self.path, self.out = path, out
+        self.data: dict[str, Any] = dict(environment=env, options=options, verdicts={})
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.data[key] = value
+        _write(self.path, self.data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def section(self, title: str) -> None:
+        print(f"\n== {title} ==", file=self.out, flush=True)
+
+    def verdict(self, section: str, word: str, detail: str) -> None:
+        line = f"VERDICT {section}: {word} ({detail})"
+        self.data["verdicts"][section] = line
+        print(line, file=self.out, flush=True)
+        _write(self.path, self.data)
+
+
+def run_acceptance(device: jax.Device, host_device: jax.Device, args: argparse.Namespace,
+                   out=sys.stdout, kernel: Any = None,
+                   self_check: Callable[[], dict] | None = None) -> int:
+    """Every section, in order (default calls before deterministic ones), its verdict line
+    printed and the JSON report written after each; 1 if a check failed or nothing ran on
+    aclnn, else 0. ``kernel`` (its targets, for the empty checks) and ``self_check`` default to
+    the package's Ascend kernel and ``jax_gridsample.ascend_self_check``."""
+    _require_x64()
+    started = time.perf_counter()
+    kernel = _ascend.KERNEL if kernel is None else kernel
+    self_check = jax_gridsample.ascend_self_check if self_check is None else self_check
+    env = environment(device)
+    report = _Report(args.json, out, env, vars(args))
+    level = env["start_up_determinism"]
+    workspace_before = _call(_ascend.workspace_paths)
+    print(f"device: {device} ({device.device_kind}); jax {jax.__version__}, jax_gridsample "
+          f"{env['jax_gridsample']}", file=out)
+    print(f"CANN: {env['cann_version'] or 'version unknown'}; chip: "
+          f"{env['soc_name'] or 'unknown'} ({env['chip_family']})", file=out)
+    if level:
+        print(f"{START_UP_DETERMINISM}={level}: every aclnn backward of this process runs "
+              "CANN's deterministic kernels, the default cases and timings too", file=out)
+    else:
+        print(f"{START_UP_DETERMINISM} not set: deterministic only where a call asks for it",
+              file=out)
+
+    report.section("self-check (what \"auto\" runs on first use)")
+    report["self_check"] = check_self_check(self_check)
+    outcome = report["self_check"]
+    if "error" in outcome:
+        report.verdict("self-check", "FAIL", f"it could not run: {outcome['error'][:300]}")
+    else:
+        detail = f"{outcome.get('compared')} results compared"
+        for key in ("failure", "deterministic_failure"):
+            if outcome.get(key):
+                detail += f"; {key.replace('_', ' ')}: {outcome[key][:300]}"
+        report.verdict("self-check", outcome["status"].upper(), detail)
+    print(f"native_status()['ascend']: "
+          f"{jax_gridsample.native_status().get('ascend', '')[:600]}", file=out)
+
+    # The default calls: every one before the first deterministic call.
+    cases = covered_cases(args.quick, args.cases)
+    routes = route_cases(args.quick, args.cases)
+    report.section("parity: forward and default backward")
+    report["parity"] = run_cases([c for c in cases if not c["deterministic"]], device,
+                                 host_device, "parity")
+    print_parity_table(report["parity"], out)
+    report.verdict("parity", *cases_verdict(report["parity"]))
+
+    report.section("routes: more than 2048 channels, large planes, batch above the core count")
+    report["routes"] = run_cases([c for c in routes if not c["deterministic"]], device,
+                                 host_device, "routes")
+    print_parity_table(report["routes"], out)
+    report.verdict("routes", *cases_verdict(report["routes"]))
+
+    report.section("chain: grid_sample of grid_sample and all gradients under one jax.jit, "
+                   f"{CHAIN_RUNS} dispatched before any is read")
+    report["chain"] = check_chain(device, host_device)
+    print_checks(report["chain"], out)
+    report.verdict("chain", *checks_verdict(report["chain"]))
+
+    report.section("coordinates: exact pixel centres and midpoints (reported, not judged)")
+    report["coordinates"] = check_coordinates(device, host_device, quick=args.quick)
+    checks = report["coordinates"]["checks"]
+    print_checks(dict(checks=[c for c in checks if c.get("differs") or
+                              c["status"] != "reported"]), out)
+    differing = [c["name"] for c in checks if c.get("differs")]
+    word = {"fail": "FAIL", "routed": "ROUTED"}.get(report["coordinates"]["status"], "REPORTED")
+    same = sum(c["status"] == "reported" and not c["differs"] for c in checks)
+    report.verdict("coordinates", word, f"{len(checks)} grids: {same} the same as the reference"
+                   f", {len(differing)} differ" + (f": {', '.join(differing[:8])}"
+                                                   + (" ..." if len(differing) > 8 else "")
+                                                   if differing else ""))
+
+    report.section("empty tensors (results pre-filled)")
+    report["empty"] = check_empty(device, host_device, kernel=kernel)
+    print_checks(report["empty"], out)
+    report.verdict("empty", *checks_verdict(report["empty"]))
+
+    report.section("NaN coordinates (finite points judged; the rest reported)")
+    report["nan"] = check_nan(device, host_device)
+    print_checks(report["nan"], out)
+    report.verdict("nan", *checks_verdict(report["nan"]))
+
+    report["collisions_default"] = check_collisions(device, host_device, deterministic=False)
+
+    if args.no_timing:
+        report.verdict("timings", "SKIPPED", "--no-timing")
+    else:
+        report.section("timings (aclnn's results checked too)")
+        rows = time_cases(device, host_device, repeats=args.repeats)
+        report["timings"] = rows
+        if not args.no_torch:
+            time_torch(rows, device, repeats=args.repeats)
+            report["timings"] = rows
+        print_timing_table(rows, out)
+        word, detail = cases_verdict([r["check"] for r in rows])
+        report.verdict("timings", word, f"results of the timed calls: {detail}")
+
+    # The deterministic calls.
+    report.section("deterministic backward: parity and route cases, each run twice")
+    report["deterministic"] = run_cases([c for c in cases + routes if c["deterministic"]],
+                                        device, host_device, "deterministic")
+    print_parity_table(report["deterministic"], out)
+    report.verdict("deterministic", *cases_verdict(report["deterministic"]))
+
+    report.section("reproducibility: many points scattering into few pixels, run twice")
+    report["collisions_deterministic"] = check_collisions(device, host_device,
+                                                          deterministic=True)
+    default, deterministic = report["collisions_default"], report["collisions_deterministic"]
+    print_collisions(default, out)
+    print_collisions(deterministic, out)
+    word, detail = checks_verdict(deterministic)
+    ran = [c for c in default["checks"] if "identical" in c]
+    differing = sum(not c["identical"] for c in ran)
+    detail += (f"; default backward: {differing} of {len(ran)} differ between two runs"
+               if ran else "")
+    report.verdict("reproducibility", word, f"deterministic backward: {detail}")
+    if _not_reproducible(report["deterministic"]) or any(
+            c.get("identical") is False for c in deterministic["checks"]):
+        print(determinism_hint(level), file=out)
+
+    report.section("workspace")
+    report["workspace"] = _workspace_delta(workspace_before, _call(_ascend.workspace_paths)) \
+        if isinstance(workspace_before, dict) else None
+    report.verdict("workspace", *workspace_verdict(report["workspace"]))
+
+    ran = sum(r["status"] != "routed" for r in report["parity"])
+    failed = [s for s, line in report["verdicts"].items() if ": FAIL (" in line]
+    report["summary"] = dict(parity_cases=len(report["parity"]), ran_on_aclnn=ran,
+                             failed_sections=failed, seconds=time.perf_counter() - started)
+    print(f"\nreport written to {args.json}; {report['summary']['seconds']:.0f} s", file=out)
+    if failed:
+        report.verdict("overall", "FAIL", f"failed: {', '.join(failed)}")
+    elif not ran:
+        report.verdict("overall", "FAIL", "nothing ran on aclnn: every parity case was routed "
+                       "to the reference (see native_status)")
+    else:
+        report.verdict("overall", "PASS", f"{len(report['verdicts'])} sections")
+    return 1 if failed or not ran else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Detect the NPU and run every section (:func:`run_acceptance`); 1 if a check failed."""
+    args = parser().parse_args(argv)
+    jax.config.update("jax_enable_x64", True)
     npus, platforms = ascend_devices()
     if not npus:
         print(f"no Ascend NPU visible to JAX (platforms: {', '.join(platforms) or 'none'}): "
               "nothing to check")
         return 0
-    device = npus[0]
     try:
         host = jax.devices("cpu")[0]
     except RuntimeError as exc:
         print(f"JAX has no CPU backend ({exc}), which the float64 host reference needs: run "
               "with JAX_PLATFORMS unset or including cpu")
         return 1
-    started = time.perf_counter()
-    report: dict[str, Any] = dict(environment=environment(device), argv=list(argv or sys.argv[1:]))
-    print(f"device: {device} ({device.device_kind}); SoC {report['environment']['soc_name']}; "
-          f"jax {jax.__version__}, jax_gridsample {report['environment']['jax_gridsample']}")
-    ascend_status = report["environment"]["native_status"].get("ascend", "")
-    print(f"native_status()['ascend']: {ascend_status[:300]}", flush=True)
-    _write(args.json, report)
-
-    cases = covered_cases(args.quick, args.cases)
-    results = []
-    for i, case in enumerate(cases):
-        results.append(check_case(case, device, host))
-        if (i + 1) % 50 == 0 or i + 1 == len(cases):
-            print(f"  parity {i + 1}/{len(cases)} ({time.perf_counter() - started:.0f} s)",
-                  file=sys.stderr, flush=True)
-    report["parity"] = results
-    _write(args.json, report)
-    print_parity_table(results)
-
-    report["empty"] = check_empty(device, host)
-    _write(args.json, report)
-    print_checks("empty tensors", report["empty"])
-
-    report["nan"] = check_nan(device, host)
-    _write(args.json, report)
-    print_checks("NaN coordinates (finite points judged; the rest reported)", report["nan"])
-
-    if not args.no_timing:
-        report["timings"] = time_cases(device, repeats=args.repeats, torch=False)
-        _write(args.json, report)
-        if not args.no_torch:
-            time_torch(report["timings"], device, repeats=args.repeats)
-        print_timing_table(report["timings"])
-
-    failed = [r["name"] for r in results if r["status"] == "fail"]
-    failed += [f"empty: {c['name']} {c['dtype']}" for c in report["empty"]["checks"]
-               if c["status"] == "fail"]
-    failed += [f"nan: {c['name']}" for c in report["nan"]["checks"] if c["status"] == "fail"]
-    ran = sum(r["status"] != "routed" for r in results)
-    report["summary"] = dict(cases=len(results), ran_on_aclnn=ran, failed=failed,
-                             seconds=time.perf_counter() - started)
-    _write(args.json, report)
-    verdict = "FAIL" if failed or not ran else "PASS"
-    print(f"{verdict}: {len(results)} parity cases, {ran} ran natively, {len(failed)} checks "
-          f"failed; {report['summary']['seconds']:.0f} s; report written to {args.json}")
-    if not ran:
-        print("nothing ran on aclnn: every case was routed to the reference (see native_status)")
-    return 1 if failed or not ran else 0
+    return run_acceptance(npus[0], host, args)
 
 
 if __name__ == "__main__":

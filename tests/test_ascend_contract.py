@@ -1238,35 +1238,191 @@ def _acceptance():
     return module
 
 
-def test_acceptance_script_passes_on_aclnn(sim, ascend_kernel, monkeypatch, kernels):
-    """Its parity, empty and NaN checks, with "native" meaning the handlers on the simulator
-    (determinism set at start-up, so that deterministic backwards are reproducible)."""
+def _tiny(acceptance):
+    """The script's sections on a few tiny shapes each (a fresh module: nothing leaks); the
+    parity case scatters 64 points into 9 pixels, so that atomics show."""
+    acceptance.MODES, acceptance.PADDINGS = {2: ("bilinear",)}, ("border",)
+    acceptance.SHAPES = {2: ((1, 2, 3, 3), (1, 8, 8, 2))}
+    acceptance.ROUTE_SHAPES = (
+        ("wide-c", (1, 2049, 2, 3), (1, 2, 2, 2), "bilinear", "zeros", False, ("float32",)),)
+    acceptance.CHAIN_SHAPES = (
+        ("2d", (2, 3, 6, 7), (2, 5, 4, 2), (2, 3, 4, 2), "bilinear", "border", False),)
+    acceptance.CHAIN_RUNS = 2
+    acceptance.COLLISION_SHAPES = (("2d", (1, 2, 2, 2), (1, 24, 24, 2), "float32"),)
+    acceptance.EMPTY_CASES, acceptance.EMPTY_DTYPES = acceptance.EMPTY_CASES[:1], ("float32",)
+    acceptance.TIMING_SHAPES, acceptance.TIMING_DTYPES = (("2d", (1, 2, 7, 9), (4, 5)),), \
+        ("float32",)
+    acceptance.TIMING_WARMUP = 0
+    return acceptance
+
+
+def _run_acceptance(sim, kernel, tmp_path) -> tuple[int, str, dict, int]:
+    """The whole script (``--quick``, tiny shapes, no torch_npu) on the simulator: its exit
+    status, its output, its JSON report, and where in the simulator's log its self-check
+    ended."""
+    import dataclasses
+    import io
+    import json
+
+    acceptance, cpu, out, marks = _tiny(_acceptance()), jax.devices("cpu")[0], io.StringIO(), {}
+
+    def self_check():
+        outcome = dataclasses.asdict(kernel.self_check("cpu"))
+        marks["self_check_end"] = len(sim.log())
+        return outcome
+
+    args = acceptance.parser().parse_args(
+        ["--quick", "--repeats", "1", "--no-torch", "--json", str(tmp_path / "report.json")])
+    status = acceptance.run_acceptance(cpu, cpu, args, out=out, kernel=kernel,
+                                       self_check=self_check)
+    report = json.loads((tmp_path / "report.json").read_text())
+    return status, out.getvalue(), report, marks["self_check_end"]
+
+
+ACCEPTANCE_SECTIONS = ["self-check", "parity", "routes", "chain", "coordinates", "empty", "nan",
+                       "timings", "deterministic", "reproducibility", "workspace", "overall"]
+
+
+def _verdicts(output: str) -> dict[str, str]:
+    lines = re.findall(r"^VERDICT ([\w-]+): (\w+) \((.*)\)$", output, re.M)
+    assert [section for section, _, _ in lines] == ACCEPTANCE_SECTIONS, output
+    return {section: f"{word} ({detail})" for section, word, detail in lines}
+
+
+def test_acceptance_script_passes_on_aclnn(sim, ascend_kernel, monkeypatch, kernels, tmp_path):
+    """Every section of the script on the simulator, with determinism set at start-up: one
+    verdict line per section, all passing, the overall one last; the header names CANN's
+    version, the chip and the start-up level; the JSON report has every section and verdict;
+    the wide case reached CANN's AICPU backward."""
     monkeypatch.setenv(kernels.DETERMINISTIC_ENV_VAR, "1")
-    acceptance, cpu = _acceptance(), jax.devices("cpu")[0]
-    cases = acceptance.covered_cases(  # one case per kind of call; the script has them all
-        quick=True, pattern=r"^2d-bilinear-reflection|^2d-bicubic-border|^3d-nearest-border")
-    results = {r["name"]: r["status"] for r in
-               (dict(acceptance.check_case(case, cpu, cpu), name=case["name"]) for case in cases)}
-    assert results == {
-        "2d-bilinear-reflection-noac-float32-fwd": "pass",
-        "2d-bilinear-reflection-noac-float32-bwd-both-det": "pass",
-        "2d-bicubic-border-ac-float32-fwd": "pass",
-        "2d-bicubic-border-ac-float32-bwd-both-det": "pass",
-        "3d-nearest-border-ac-float32-fwd": "pass",
-        "3d-nearest-border-ac-float32-bwd-both-det": "pass"}
-    calls = _calls(sim.log())
-    assert "aclnnGridSampler3DBackward" in calls and "aclnnGridSampler2DBackward" in calls
-    assert acceptance.check_empty(cpu, cpu, dtypes=("float32",))["status"] == "pass"
-    acceptance.MODES, acceptance.PADDINGS = {2: ("bicubic",), 3: ("bilinear",)}, ("border",)
-    assert acceptance.check_nan(cpu, cpu)["status"] == "pass"
+    status, output, report, _ = _run_acceptance(sim, ascend_kernel, tmp_path)
+    verdicts = _verdicts(output)
+    assert status == 0, output
+    assert {s: v.split()[0] for s, v in verdicts.items()} == dict.fromkeys(
+        ACCEPTANCE_SECTIONS, "PASS") | {"coordinates": "REPORTED", "workspace": "REPORTED"}
+    assert verdicts["parity"] == "PASS (2 passed)"  # the forward and the default backward
+    assert verdicts["routes"] == "PASS (2 passed)"
+    assert verdicts["deterministic"] == "PASS (1 passed, 1 routed)"  # C > 2048: routed
+    assert verdicts["coordinates"] == "REPORTED (2 grids: 2 the same as the reference, 0 differ)"
+    assert "CANN: head (ops-cv 6ae87653, opbase aa3cd74); chip: Ascend910B2 (atlas-a2-a3)" \
+        in output
+    assert "JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1: every aclnn backward" in output
+    assert "HINT" not in output
+    assert re.search(r"VERDICT workspace: REPORTED \(XLA's scratch allocator for \d+ calls, the "
+                     r"per-stream cache for \d+ \(\d+ buffers", output)
+    assert report["workspace"]["scratch"] + report["workspace"]["stream_cache"] > 0
+    assert report["verdicts"] == {s: f"VERDICT {s}: {v}" for s, v in verdicts.items()}
+    assert {"self_check", "parity", "routes", "chain", "coordinates", "empty", "nan",
+            "collisions_default", "timings", "deterministic", "collisions_deterministic",
+            "workspace", "summary"} <= set(report)
+    assert report["environment"]["soc_name"] == "Ascend910B2"
+    assert any(re.match(r"aclnnGridSampler2DBackward .* kernel=aicpu$", line)
+               for line in sim.log())
 
 
-def test_acceptance_script_catches_a_wrong_kernel(sim, ascend_kernel):
-    acceptance, cpu = _acceptance(), jax.devices("cpu")[0]
+def test_acceptance_script_runs_default_calls_before_deterministic_ones(sim, ascend_kernel,
+                                                                        tmp_path):
+    """After the self-check (what "auto" runs first), every default backward (the parity and
+    route cases, the default collisions, the timings) asks CANN for its first phase before the
+    first deterministic one does. Without a start-up level, today's CANN (the simulator's
+    "head") picks the default kernel for a per-call deterministic backward: the script says
+    so, fails those sections and tells the user to set JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC."""
+    status, output, report, self_check_end = _run_acceptance(sim, ascend_kernel, tmp_path)
+    first_phases = [line for line in sim.log()[self_check_end:]
+                    if re.match(r"aclnnGridSampler[23]DBackwardGetWorkspaceSize ", line)]
+    asked = [" ctxdet=1" in line for line in first_phases]  # deterministic=True raises it
+    first = asked.index(True)
+    assert not any(asked[:first]) and all(asked[first:]), first_phases
+    assert any(re.search(r" input=T\d+\[1,2,7,9\]", line) for line in first_phases[:first])
+    launches = [line for line in sim.log()[self_check_end:]
+                if re.match(r"aclnnGridSampler[23]DBackward ", line)]
+    assert launches and not any("kernel=aicore-deterministic" in line for line in launches)
+
+    verdicts = _verdicts(output)
+    assert status == 1
+    assert verdicts["self-check"].startswith(
+        "FAIL (36 results compared; deterministic failure: two runs of a deterministic backward")
+    assert verdicts["deterministic"] == "FAIL (1 failed, 1 routed; 1 not reproducible)"
+    assert verdicts["reproducibility"] == ("FAIL (deterministic backward: 1 failed; default "
+                                           "backward: 1 of 1 differ between two runs)")
+    assert verdicts["overall"] == "FAIL (failed: self-check, deterministic, reproducibility)"
+    assert all(verdicts[s].startswith("PASS") for s in
+               ("parity", "routes", "chain", "empty", "nan", "timings"))
+    assert "HINT: deterministic=True alone did not make the backward reproducible" in output
+    assert "start Python with JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1" in output
+    assert report["summary"]["failed_sections"] == ["self-check", "deterministic",
+                                                    "reproducibility"]
+
+
+def test_acceptance_quick_covers_default_and_deterministic_backwards():
+    acceptance = _acceptance()
+    for cases in (acceptance.covered_cases(quick=True), acceptance.route_cases(quick=True)):
+        kinds = {(c["op"], c["deterministic"]) for c in cases}
+        assert kinds == {("forward", None), ("backward", False), ("backward", True)}
+    assert {c["route"] for c in acceptance.route_cases()} == {
+        "wide-c", "wide-c-3d", "large-plane", "large-volume", "batch-64", "batch-64-3d"}
+    assert all(c["input_shape"][1] > _ascend.AICORE_MAX_CHANNELS
+               for c in acceptance.route_cases(pattern="^wide-c"))
+
+
+def test_acceptance_checks_catch_a_wrong_kernel(sim, ascend_kernel):
+    """Results off by 1e-3: every case, the route cases, the chain and the timed calls fail;
+    the exact coordinates report it (they are not judged)."""
+    acceptance, cpu = _tiny(_acceptance()), jax.devices("cpu")[0]
     sim.lib.sim_set_wrong_results(b"", 1e-3)
-    cases = acceptance.covered_cases(quick=True, pattern=r"^2d-bilinear-border|^3d-nearest-zeros")
-    results = [acceptance.check_case(case, cpu, cpu) for case in cases]
-    assert len(results) >= 4 and all(r["status"] == "fail" for r in results)
+    cases = acceptance.covered_cases(quick=True) + acceptance.route_cases(quick=True)
+    cases = [c for c in cases if c["name"].endswith("-fwd") or c["route"]]
+    results = {r["name"]: r["status"] for r in
+               (acceptance.check_case(case, cpu, cpu) for case in cases)}
+    assert results == {"2d-bilinear-border-noac-float32-fwd": "fail",
+                       "wide-c-2d-bilinear-zeros-noac-float32-fwd": "fail",
+                       "wide-c-2d-bilinear-zeros-noac-float32-bwd-both-nondet": "fail",
+                       "wide-c-2d-bilinear-zeros-noac-float32-bwd-both-det": "routed"}
+    assert acceptance.check_chain(cpu, cpu)["status"] == "fail"
+    assert acceptance.time_cases(cpu, cpu, repeats=1)[0]["check"]["status"] == "fail"
+    coordinates = acceptance.check_coordinates(cpu, cpu, quick=True)
+    assert coordinates["status"] == "reported"
+    assert all(c["differs"] for c in coordinates["checks"])
+
+
+def test_acceptance_checks_catch_a_failing_call(sim, ascend_kernel):
+    acceptance, cpu = _tiny(_acceptance()), jax.devices("cpu")[0]
+    for check, entry_point in (
+            (lambda: acceptance.check_chain(cpu, cpu), "aclnnGridSampler2DBackward"),
+            (lambda: acceptance.check_coordinates(cpu, cpu, quick=True), "aclnnGridSampler2D"),
+            (lambda: acceptance.check_collisions(cpu, cpu, True), "aclnnGridSampler2DBackward")):
+        sim.fail_next(entry_point, 561000)
+        result = check()
+        assert result["status"] == "fail"
+        assert f"{entry_point} failed with ACLNN_ERR_INNER (561000)" in result["checks"][0]["error"]
+
+
+def test_acceptance_empty_checks_see_a_result_nobody_wrote(sim, ascend_kernel):
+    """The handler zeroes grad_input of a call without output points with aclrtMemsetAsync;
+    the simulator makes the next one succeed without writing: the pre-filled result shows it."""
+    acceptance, cpu = _tiny(_acceptance()), jax.devices("cpu")[0]
+    assert acceptance.check_empty(cpu, cpu, kernel=ascend_kernel)["status"] == "pass"
+    sim.fail_next("aclrtMemsetAsync", 0)
+    result = acceptance.check_empty(cpu, cpu, kernel=ascend_kernel)
+    assert result["status"] == "fail"
+    assert result["checks"][0]["problems"] == [
+        "pre-filled grad_input (mask both): 180 of 180 entries not zero"]
+
+
+def test_acceptance_times_torch_npu_in_a_process_of_its_own(tmp_path, monkeypatch):
+    """torch_npu is imported by another process (here stand-ins for torch and torch_npu, the
+    latter saying where it runs), and what that process answers fills the timing rows."""
+    (tmp_path / "torch.py").write_text("")
+    (tmp_path / "torch_npu.py").write_text(
+        "import os\nraise ImportError(f'torch_npu stand-in in process {os.getpid()}')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    acceptance = _acceptance()
+    rows = [dict(input_shape=[1, 2, 3, 4], out_spatial=[2, 2], dtype="float32")]
+    acceptance.time_torch(rows, jax.devices("cpu")[0], repeats=1, warmup=0)
+    match = re.fullmatch(r"not installed \(ImportError: torch_npu stand-in in process (\d+)\)",
+                         rows[0]["torch_npu"])
+    assert match and int(match.group(1)) != os.getpid(), rows
+    assert "torch_npu" not in __import__("sys").modules
 
 
 def test_acceptance_script_without_an_npu(capsys):
