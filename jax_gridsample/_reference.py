@@ -35,24 +35,42 @@ def compute_dtype(dtype: jnp.dtype) -> jnp.dtype:
     return jnp.dtype(jnp.float64) if jnp.dtype(dtype) == jnp.float64 else jnp.dtype(jnp.float32)
 
 
+def _no_fraction_from(dtype: jnp.dtype) -> float:
+    """From this magnitude on, a value of ``dtype`` (a compute dtype) has no fractional bits."""
+    return 2.0**52 if jnp.dtype(dtype) == jnp.float64 else 2.0**23
+
+
+def _rounded(x: jax.Array, nan_where_x_is: jax.Array) -> jax.Array:
+    """``x`` rounded on its own, as the native kernels round it (docs/semantics.md, "Bit for bit").
+
+    Compiled, XLA fuses a multiplication with the addition that uses its result into one fused
+    multiply-add, rounded once. A select whose other operand is data keeps them apart; it changes
+    nothing, as ``nan_where_x_is`` is NaN wherever ``x`` is.
+    """
+    return jnp.where(jnp.isnan(x), nan_where_x_is, x)
+
+
 def _unnormalize(coord: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, float]:
     if align_corners:
         return (coord + 1) / 2 * (size - 1), (size - 1) / 2
-    return ((coord + 1) * size - 1) / 2, size / 2
+    return (_rounded((coord + 1) * size, coord) - 1) / 2, size / 2
 
 
-def _guard(u: jax.Array, size: int, padding: int) -> tuple[jax.Array, jax.Array]:
+def _guard(
+    u: jax.Array, size: int, padding: int, align_corners: bool
+) -> tuple[jax.Array, jax.Array]:
     """Replace NaN, infinite and huge coordinates (semantics.md step 2); return (u, derivative)."""
     one, zero = jnp.ones_like(u), jnp.zeros_like(u)
     if padding == Padding.ZEROS:
         keep = jnp.abs(u) <= size + _GUARD_MARGIN
         return jnp.where(keep, u, -_GUARD_MARGIN), jnp.where(keep, one, zero)
-    if padding == Padding.BORDER:
+    if padding == Padding.BORDER:  # NaN counts as -inf
         keep = (u >= -_GUARD_MARGIN) & (u <= size + _GUARD_MARGIN)
         clamped = jnp.clip(u, -_GUARD_MARGIN, size + _GUARD_MARGIN)
-        return jnp.where(jnp.isnan(u), zero, clamped), jnp.where(keep, one, zero)
-    keep = jnp.isfinite(u)
-    return jnp.where(keep, u, zero), jnp.where(keep, one, zero)
+        return jnp.where(jnp.isnan(u), -_GUARD_MARGIN, clamped), jnp.where(keep, one, zero)
+    # reflection: a coordinate without fractional bits counts as c = -1 (so do NaN and infinities)
+    keep = jnp.abs(u) < _no_fraction_from(u.dtype)
+    return jnp.where(keep, u, 0.0 if align_corners else -0.5), jnp.where(keep, one, zero)
 
 
 def _clip(u: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
@@ -62,7 +80,13 @@ def _clip(u: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
 
 
 def _reflect(u: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, jax.Array]:
-    """Reflect about the two mirror positions, then clip; return (position, derivative)."""
+    """Reflect about the two mirror positions, then clip; return (position, derivative).
+
+    The parity of the flips comes from the exact ``fmod(distance, 2 span)``, not from
+    ``floor(distance / span)``: compiled, that division is a multiplication by ``1 / span``,
+    which rounds (41 * (1 / 41) < 1), and even a true division can round up just below a
+    multiple of ``span``.
+    """
     if align_corners:
         if size == 1:
             return jnp.zeros_like(u), jnp.zeros_like(u)
@@ -72,9 +96,9 @@ def _reflect(u: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, j
     span = hi - lo
     shifted = u - lo
     sign = jnp.where(shifted < 0, -1.0, 1.0).astype(u.dtype)
-    distance = jnp.abs(shifted)
-    extra = jnp.fmod(distance, span)
-    even = jnp.fmod(jnp.floor(distance / span), 2) == 0
+    twice = jnp.fmod(jnp.abs(shifted), 2 * span)  # exact
+    even = twice < span
+    extra = jnp.where(even, twice, twice - span)  # exact: span <= twice < 2 span
     reflected = jnp.where(even, extra + lo, span - extra + lo)
     clipped, dclip = _clip(reflected, size)
     return clipped, jnp.where(even, sign, -sign) * dclip
@@ -114,7 +138,7 @@ def axis_taps(
 ) -> AxisTaps:
     """Taps, weights and derivatives of one axis, for normalized coordinates ``coord`` (N, P)."""
     u, du_dc = _unnormalize(coord, size, align_corners)
-    u, dguard = _guard(u, size, padding)
+    u, dguard = _guard(u, size, padding, align_corners)
     if interpolation == Interpolation.BICUBIC:
         x0 = jnp.floor(u)
         weights, dweights = _cubic_weights(u - x0)
@@ -287,3 +311,4 @@ def grid_sample_backward_reference(
                 components.append(jnp.sum(dweight * dweight_du, axis=2) * axis.coord_grad)
             grad_grid = jnp.stack(components, -1).reshape(grid.shape).astype(grid.dtype)
     return grad_input, grad_grid
+
