@@ -312,3 +312,92 @@ def grid_sample_backward_reference(
             grad_grid = jnp.stack(components, -1).reshape(grid.shape).astype(grid.dtype)
     return grad_input, grad_grid
 
+
+# --- grids for kernels without the guard (CANN's aclnn on Ascend) -----------------------------
+
+_OUTSIDE = -7.0  # unnormalizes to -3 (S - 1) or -3 S - 1/2: every tap is outside, unless S = 1
+
+
+def _unnormalize_np(c: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
+    """``_unnormalize``'s position in numpy (each operation rounded to ``c``'s dtype)."""
+    one, two = c.dtype.type(1), c.dtype.type(2)
+    if align_corners:
+        return (c + one) / two * c.dtype.type(size - 1)
+    return ((c + one) * c.dtype.type(size) - one) / two
+
+
+def _beyond_edge(size: int, align_corners: bool, dtype: jnp.dtype, side: int) -> float:
+    """A grid value, exact in ``dtype``, whose position is an integer at or past the last pixel
+    (``side`` 1) or at or before the first (``side`` -1), by at least one pixel more than every
+    bicubic tap needs: border padding then gives exactly what the guard's -8 or S + 8 gives.
+
+    With ``align_corners=False`` the position ``((c + 1) S - 1) / 2`` is an integer only for an
+    odd ``(c + 1) S``, so ``c = ±(1 + m / 2^e)`` with ``2^e`` the power of two in ``S``. Where
+    ``dtype`` holds no such value (bfloat16 for S a multiple of 256, float16 of 2048) it is
+    ``±5``: every tap still clamps to the edge, but bicubic's weights of ``t = 1/2`` sum to 1
+    only up to rounding.
+    """
+    ctype = np.dtype(compute_dtype(dtype))
+    for e in range(64):
+        for m in (3, 4, 5):
+            value = side * (1 + m * 2.0**-e)
+            if float(np.asarray(value, dtype)) != value:
+                continue
+            u = float(_unnormalize_np(np.asarray(value, ctype), size, align_corners))
+            if u == np.floor(u) and (size == 1 or (u <= -2 if side < 0 else u >= size)):
+                return value
+    return side * 5.0
+
+
+def grid_for_aclnn(
+    grid: jax.Array, spatial: tuple[int, ...], padding: int, align_corners: bool
+) -> tuple[jax.Array, jax.Array]:
+    """The grid to send to a kernel without step 2 of docs/semantics.md (CANN's aclnn grid
+    sampler) so that it computes what this reference computes; and which values it replaced.
+
+    Every coordinate that the guard replaces (NaN, infinite, huge) becomes a finite, moderate grid
+    value (``|c| <= 7``) with the same output and the same input gradient, the same gradient for
+    the point's other coordinates too; so does every coordinate of a point that zeros padding
+    reads nothing for. Per padding:
+
+    - ``zeros``: the point's coordinates all become -7, outside the image on every axis but one
+      of a single pixel with ``align_corners=True``, where every finite value is on the pixel (an
+      input of a single pixel on every axis, with ``align_corners=True``, is the one case that no
+      grid can honour: a non-finite point reads the pixel there instead of nothing);
+    - ``border``: a value past the first pixel (NaN and negative ones) or the last, by an integer
+      position (see ``_beyond_edge``);
+    - ``reflection``: -1, as the guard has it.
+
+    Their grid gradient is 0 by the guard (derivative 0); the replacements have one of 0 too,
+    except bicubic's (which carries only ``du/dc``), so the caller zeros the grid gradient where
+    ``replaced``.
+
+    Parameters: ``grid`` (N, *So, k) in the call's dtype; ``spatial`` the input's spatial sizes
+    (D, H, W or H, W). Returns ``(grid, replaced)``, ``replaced`` a boolean array of the grid's
+    shape.
+    """
+    k = grid.shape[-1]
+    ctype = compute_dtype(grid.dtype)
+    coords, replaced = [], []
+    for j in range(k):  # grid component j indexes spatial axis k-1-j
+        size = spatial[k - 1 - j]
+        c = grid[..., j]
+        u, _ = _unnormalize(c.astype(ctype), size, align_corners)
+        if padding == Padding.ZEROS:
+            replaced.append(~(jnp.abs(u) <= size + _GUARD_MARGIN))
+            coords.append(c)
+        elif padding == Padding.BORDER:
+            low, high = (_beyond_edge(size, align_corners, grid.dtype, side) for side in (-1, 1))
+            kept = (u >= -_GUARD_MARGIN) & (u <= size + _GUARD_MARGIN)
+            replaced.append(~kept)
+            coords.append(jnp.where(kept, c, jnp.where(u > 0, high, low)).astype(grid.dtype))
+        else:
+            kept = jnp.abs(u) < _no_fraction_from(ctype)
+            replaced.append(~kept)
+            coords.append(jnp.where(kept, c, -1).astype(grid.dtype))
+    replaced = jnp.stack(replaced, -1)
+    new_grid = jnp.stack(coords, -1)
+    if padding == Padding.ZEROS:
+        replaced = jnp.broadcast_to(jnp.any(replaced, -1, keepdims=True), grid.shape)
+        new_grid = jnp.where(replaced, jnp.asarray(_OUTSIDE, grid.dtype), grid)
+    return new_grid, replaced
