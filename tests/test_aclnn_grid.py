@@ -24,16 +24,16 @@ PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 BF16 = ml_dtypes.bfloat16
 
 # (rank, mode, padding, align_corners, dtype): each mode with each padding, each padding with
-# either align_corners and every dtype.
+# either align_corners, each dtype; bicubic border (whose replacements need the most care) in
+# three dtypes.
 CASES = [
     (2, "bilinear", "zeros", False, np.float32), (2, "nearest", "zeros", True, np.float16),
-    (2, "bicubic", "zeros", False, BF16), (3, "bilinear", "zeros", True, np.float64),
-    (2, "bilinear", "border", True, np.float32), (2, "nearest", "border", False, np.float64),
+    (3, "bicubic", "zeros", True, np.float64),
+    (2, "nearest", "border", False, BF16), (3, "bilinear", "border", True, np.float64),
     (2, "bicubic", "border", False, np.float32), (2, "bicubic", "border", True, np.float16),
-    (3, "bicubic", "border", False, np.float64), (3, "bilinear", "border", False, BF16),
-    (2, "bilinear", "reflection", False, np.float64), (2, "nearest", "reflection", True, BF16),
-    (2, "bicubic", "reflection", True, np.float32), (2, "bicubic", "reflection", False, np.float16),
-    (3, "nearest", "reflection", False, np.float32),
+    (2, "bicubic", "border", False, BF16),
+    (2, "bilinear", "reflection", True, BF16), (3, "nearest", "reflection", False, np.float32),
+    (2, "bicubic", "reflection", False, np.float16),
 ]
 # Axes of odd and even sizes (a position past an edge on an even axis needs a grid value with a
 # fraction), and one of a single pixel.
@@ -68,9 +68,13 @@ def test_replaced_grid_gives_the_same_bits():
             results.append((out, gi, gg))
         return results
 
+    @jax.jit
+    def replace(grids):
+        return [grid_for_aclnn(grid, SPATIAL[dims], PADDINGS[padding], ac)
+                for (dims, _, padding, ac, _), grid in zip(CASES, grids, strict=True)]
+
     originals = [jnp.asarray(grid) for _, grid, _ in data]
-    replacements = [grid_for_aclnn(grid, SPATIAL[dims], PADDINGS[padding], ac)
-                    for (dims, _, padding, ac, _), grid in zip(CASES, originals, strict=True)]
+    replacements = replace(originals)
     expected = run(originals)
     got = run([grid for grid, _ in replacements])
     for case, grid, (new_grid, replaced), want, have in zip(CASES, originals, replacements,
