@@ -115,10 +115,12 @@ GS_HOST_DEVICE inline T ExactFmod(T a, T m) {
   return r < T(0) ? r + m : r;
 }
 
-// Reflection about lo = twice_lo / 2 and hi = twice_hi / 2, for |u| <
-// kNoFractionFrom<T> (the guard's). *d is +-1 (0 for the degenerate span).
-// The parity of the number of flips is whether a mod (2 span), exact, is
-// past span: floor(a / span) can round up just below a multiple of span.
+// Reflection about lo = twice_lo / 2 and hi = twice_hi / 2, for |u| below
+// kNoFractionFrom<T> + 2 (what the guard keeps, and bicubic's taps around it).
+// *d is +-1 (0 for the degenerate span).
+// The parity of the number of flips is whether a mod (2 span) is past span:
+// exact, unlike floor(a / span), which depends on how a division rounds (the
+// reference's, compiled by XLA, was a multiplication by 1 / span).
 template <typename T>
 GS_HOST_DEVICE inline T ReflectWithGrad(T u, T twice_lo, T twice_hi, T* d) {
   if (twice_lo == twice_hi) {
