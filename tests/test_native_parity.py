@@ -154,9 +154,9 @@ def reference_oracle(x, grid, grad_output, mode, padding, align_corners, dtype=n
 
     Compiled once per shape and configuration, unless ``op_by_op``: then each operation runs on
     its own, rounded as written: the arithmetic docs/semantics.md specifies and the kernels
-    follow bit for bit. (Compiled as one program, XLA rewrites some of it, multiplying by a
-    constant's reciprocal instead of dividing, for one; results can then differ in the last bit,
-    and for coordinates near 1e30 that moves where they reflect to.)
+    follow bit for bit. (Compiled as one program, the positions are the same bits, but XLA may
+    fuse bicubic's polynomials into multiply-adds and sums in another order: the last bit of a
+    result can differ.)
     """
     x, grid = (jnp.asarray(np.asarray(a, np.float64), dtype) for a in (x, grid))
     if grad_output is not None:
