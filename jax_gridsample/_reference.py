@@ -35,24 +35,42 @@ def compute_dtype(dtype: jnp.dtype) -> jnp.dtype:
     return jnp.dtype(jnp.float64) if jnp.dtype(dtype) == jnp.float64 else jnp.dtype(jnp.float32)
 
 
+def _no_fraction_from(dtype: jnp.dtype) -> float:
+    """From this magnitude on, a value of ``dtype`` (a compute dtype) has no fractional bits."""
+    return 2.0**52 if jnp.dtype(dtype) == jnp.float64 else 2.0**23
+
+
+def _rounded(x: jax.Array, nan_where_x_is: jax.Array) -> jax.Array:
+    """``x`` rounded on its own, as the native kernels round it (docs/semantics.md, "Bit for bit").
+
+    Compiled, XLA fuses a multiplication with the addition that uses its result into one fused
+    multiply-add, rounded once. A select whose other operand is data keeps them apart; it changes
+    nothing, as ``nan_where_x_is`` is NaN wherever ``x`` is.
+    """
+    return jnp.where(jnp.isnan(x), nan_where_x_is, x)
+
+
 def _unnormalize(coord: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, float]:
     if align_corners:
         return (coord + 1) / 2 * (size - 1), (size - 1) / 2
-    return ((coord + 1) * size - 1) / 2, size / 2
+    return (_rounded((coord + 1) * size, coord) - 1) / 2, size / 2
 
 
-def _guard(u: jax.Array, size: int, padding: int) -> tuple[jax.Array, jax.Array]:
+def _guard(
+    u: jax.Array, size: int, padding: int, align_corners: bool
+) -> tuple[jax.Array, jax.Array]:
     """Replace NaN, infinite and huge coordinates (semantics.md step 2); return (u, derivative)."""
     one, zero = jnp.ones_like(u), jnp.zeros_like(u)
     if padding == Padding.ZEROS:
         keep = jnp.abs(u) <= size + _GUARD_MARGIN
         return jnp.where(keep, u, -_GUARD_MARGIN), jnp.where(keep, one, zero)
-    if padding == Padding.BORDER:
+    if padding == Padding.BORDER:  # NaN counts as -inf
         keep = (u >= -_GUARD_MARGIN) & (u <= size + _GUARD_MARGIN)
         clamped = jnp.clip(u, -_GUARD_MARGIN, size + _GUARD_MARGIN)
-        return jnp.where(jnp.isnan(u), zero, clamped), jnp.where(keep, one, zero)
-    keep = jnp.isfinite(u)
-    return jnp.where(keep, u, zero), jnp.where(keep, one, zero)
+        return jnp.where(jnp.isnan(u), -_GUARD_MARGIN, clamped), jnp.where(keep, one, zero)
+    # reflection: a coordinate without fractional bits counts as c = -1 (so do NaN and infinities)
+    keep = jnp.abs(u) < _no_fraction_from(u.dtype)
+    return jnp.where(keep, u, 0.0 if align_corners else -0.5), jnp.where(keep, one, zero)
 
 
 def _clip(u: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
@@ -62,7 +80,13 @@ def _clip(u: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
 
 
 def _reflect(u: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, jax.Array]:
-    """Reflect about the two mirror positions, then clip; return (position, derivative)."""
+    """Reflect about the two mirror positions, then clip; return (position, derivative).
+
+    The parity of the flips comes from the exact ``fmod(distance, 2 span)``, not from
+    ``floor(distance / span)``: compiled, that division is a multiplication by ``1 / span``,
+    which rounds (41 * (1 / 41) < 1), and even a true division can round up just below a
+    multiple of ``span``.
+    """
     if align_corners:
         if size == 1:
             return jnp.zeros_like(u), jnp.zeros_like(u)
@@ -72,9 +96,9 @@ def _reflect(u: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, j
     span = hi - lo
     shifted = u - lo
     sign = jnp.where(shifted < 0, -1.0, 1.0).astype(u.dtype)
-    distance = jnp.abs(shifted)
-    extra = jnp.fmod(distance, span)
-    even = jnp.fmod(jnp.floor(distance / span), 2) == 0
+    twice = jnp.fmod(jnp.abs(shifted), 2 * span)  # exact
+    even = twice < span
+    extra = jnp.where(even, twice, twice - span)  # exact: span <= twice < 2 span
     reflected = jnp.where(even, extra + lo, span - extra + lo)
     clipped, dclip = _clip(reflected, size)
     return clipped, jnp.where(even, sign, -sign) * dclip
@@ -114,7 +138,7 @@ def axis_taps(
 ) -> AxisTaps:
     """Taps, weights and derivatives of one axis, for normalized coordinates ``coord`` (N, P)."""
     u, du_dc = _unnormalize(coord, size, align_corners)
-    u, dguard = _guard(u, size, padding)
+    u, dguard = _guard(u, size, padding, align_corners)
     if interpolation == Interpolation.BICUBIC:
         x0 = jnp.floor(u)
         weights, dweights = _cubic_weights(u - x0)
@@ -323,3 +347,93 @@ def grid_sample_backward_reference(
                 components.append(jnp.sum(dweight * dweight_du, axis=2) * axis.coord_grad)
             grad_grid = jnp.stack(components, -1).reshape(grid.shape).astype(grid.dtype)
     return grad_input, grad_grid
+
+
+# --- grids for kernels without the guard (CANN's aclnn on Ascend) -----------------------------
+
+_OUTSIDE = -7.0  # unnormalizes to -3 (S - 1) or -3 S - 1/2: every tap is outside, unless S = 1
+
+
+def _unnormalize_np(c: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
+    """``_unnormalize``'s position in numpy (each operation rounded to ``c``'s dtype)."""
+    one, two = c.dtype.type(1), c.dtype.type(2)
+    if align_corners:
+        return (c + one) / two * c.dtype.type(size - 1)
+    return ((c + one) * c.dtype.type(size) - one) / two
+
+
+def _beyond_edge(size: int, align_corners: bool, dtype: jnp.dtype, side: int) -> float:
+    """A grid value, exact in ``dtype``, whose position is an integer at or past the last pixel
+    (``side`` 1) or at or before the first (``side`` -1), by at least one pixel more than every
+    bicubic tap needs: border padding then gives exactly what the guard's -8 or S + 8 gives.
+
+    With ``align_corners=False`` the position ``((c + 1) S - 1) / 2`` is an integer only for an
+    odd ``(c + 1) S``, so ``c = ±(1 + m / 2^e)`` with ``2^e`` the power of two in ``S``. Where
+    ``dtype`` holds no such value (bfloat16 for S a multiple of 256, float16 of 2048) it is
+    ``±5``: every tap still clamps to the edge, but bicubic's weights of ``t = 1/2`` sum to 1
+    only up to rounding.
+    """
+    ctype = np.dtype(compute_dtype(dtype))
+    for e in range(64):
+        for m in (3, 4, 5):
+            value = side * (1 + m * 2.0**-e)
+            if float(np.asarray(value, dtype)) != value:
+                continue
+            u = float(_unnormalize_np(np.asarray(value, ctype), size, align_corners))
+            if u == np.floor(u) and (size == 1 or (u <= -2 if side < 0 else u >= size)):
+                return value
+    return side * 5.0
+
+
+def grid_for_aclnn(
+    grid: jax.Array, spatial: tuple[int, ...], padding: int, align_corners: bool
+) -> tuple[jax.Array, jax.Array]:
+    """The grid to send to a kernel without step 2 of docs/semantics.md (CANN's aclnn grid
+    sampler) so that it computes what this reference computes; and which values it replaced.
+
+    Every coordinate that the guard replaces (NaN, infinite, huge) becomes a finite, moderate grid
+    value (``|c| <= 7``) with the same output and the same input gradient, the same gradient for
+    the point's other coordinates too; so does every coordinate of a point that zeros padding
+    reads nothing for. Per padding:
+
+    - ``zeros``: the point's coordinates all become -7, outside the image on every axis but one
+      of a single pixel with ``align_corners=True``, where every finite value is on the pixel (an
+      input of a single pixel on every axis, with ``align_corners=True``, is the one case that no
+      grid can honour: a non-finite point reads the pixel there instead of nothing);
+    - ``border``: a value past the first pixel (NaN and negative ones) or the last, by an integer
+      position (see ``_beyond_edge``);
+    - ``reflection``: -1, as the guard has it.
+
+    Their grid gradient is 0 by the guard (derivative 0); the replacements have one of 0 too,
+    except bicubic's (which carries only ``du/dc``), so the caller zeros the grid gradient where
+    ``replaced``.
+
+    Parameters: ``grid`` (N, *So, k) in the call's dtype; ``spatial`` the input's spatial sizes
+    (D, H, W or H, W). Returns ``(grid, replaced)``, ``replaced`` a boolean array of the grid's
+    shape.
+    """
+    k = grid.shape[-1]
+    ctype = compute_dtype(grid.dtype)
+    coords, replaced = [], []
+    for j in range(k):  # grid component j indexes spatial axis k-1-j
+        size = spatial[k - 1 - j]
+        c = grid[..., j]
+        u, _ = _unnormalize(c.astype(ctype), size, align_corners)
+        if padding == Padding.ZEROS:
+            replaced.append(~(jnp.abs(u) <= size + _GUARD_MARGIN))
+            coords.append(c)
+        elif padding == Padding.BORDER:
+            low, high = (_beyond_edge(size, align_corners, grid.dtype, side) for side in (-1, 1))
+            kept = (u >= -_GUARD_MARGIN) & (u <= size + _GUARD_MARGIN)
+            replaced.append(~kept)
+            coords.append(jnp.where(kept, c, jnp.where(u > 0, high, low)).astype(grid.dtype))
+        else:
+            kept = jnp.abs(u) < _no_fraction_from(ctype)
+            replaced.append(~kept)
+            coords.append(jnp.where(kept, c, -1).astype(grid.dtype))
+    replaced = jnp.stack(replaced, -1)
+    new_grid = jnp.stack(coords, -1)
+    if padding == Padding.ZEROS:
+        replaced = jnp.broadcast_to(jnp.any(replaced, -1, keepdims=True), grid.shape)
+        new_grid = jnp.where(replaced, jnp.asarray(_OUTSIDE, grid.dtype), grid)
+    return new_grid, replaced

@@ -159,9 +159,9 @@ def reference_oracle(x, grid, grad_output, mode, padding, align_corners, dtype=n
 
     Compiled once per shape and configuration, unless ``op_by_op``: then each operation runs on
     its own, rounded as written: the arithmetic docs/semantics.md specifies and the kernels
-    follow bit for bit. (Compiled as one program, XLA rewrites some of it, multiplying by a
-    constant's reciprocal instead of dividing, for one; results can then differ in the last bit,
-    and for coordinates near 1e30 that moves where they reflect to.)
+    follow bit for bit. (Compiled as one program, the positions are the same bits, but XLA may
+    fuse bicubic's polynomials into multiply-adds and sums in another order: the last bit of a
+    result can differ.)
     """
     x, grid = (jnp.asarray(np.asarray(a, np.float64), dtype) for a in (x, grid))
     if grad_output is not None:
@@ -847,8 +847,8 @@ def test_nonfinite_and_huge_coordinates(mode, padding, dtype, dims, align_corner
         assert_close(a, e, tol, name)
 
 
-# Reflection reflects finite coordinates of any size exactly (docs/semantics.md step 3); beyond
-# 2^23 (float32) the kernels take their slow form for the whole block of points.
+# Reflection takes coordinates whose position has no fractional bits (from 2^23 in float32, 2^52
+# in float64) as -1 (docs/semantics.md step 2) and reflects the others exactly (step 3).
 HUGE_FINITE = [1e10, -1e10, 3e9, 1e30, -3e38, 2.0**31, 1e8, -7e5]
 
 
@@ -883,6 +883,82 @@ def test_huge_reflection_coordinates_match_reference(dims, mode, align_corners, 
                                  align_corners, channels_last)
         for name, a, e in zip(NAMES, (out, gi, gg), expected, strict=True):
             assert_close(a, e, tol, f"{name}, channels_last={channels_last}")
+
+
+# The issue's cases: (rank, mode, grid value per axis, None where ordinary), x y [z] order.
+WITHOUT_FRACTION_CASES = [(2, "nearest", (1e30, None)), (2, "bicubic", (1e30, np.inf)),
+                          (3, "nearest", (None, None, -1e30)), (3, "bilinear", (-1e30, None, None))]
+
+
+def _without_fraction_case(dims, values, align_corners, dtype, rng):
+    """Inputs of small integers and ordinary coordinates that are multiples of 1/4 on axes whose
+    positions are then multiples of 1/2 (4 and 8 pixels; 5 and 9 with align_corners), so that
+    every weight, product and sum is exact in float32 (the order of a sum cannot change its
+    bits); the special values at some points."""
+    spatial = ((9, 5, 9) if align_corners else (8, 4, 8))[-dims:]
+    x = rng.integers(-8, 9, (2, 3) + spatial).astype(dtype)
+    out_spatial = (2, 3, 4)[-dims:]
+    grid = rng.integers(-6, 7, (2,) + out_spatial + (dims,)) / 4.0
+    flat = grid.reshape(-1, dims)
+    for point in (0, 5, 11, len(flat) - 1):
+        for axis, value in enumerate(values):
+            if value is not None:
+                flat[point, axis] = value
+    go = rng.integers(-8, 9, (2, 3) + out_spatial).astype(dtype)
+    return x, grid.astype(dtype), go
+
+
+@pytest.mark.skipif(ON_CUDA, reason="CPU strategies")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_reflection_without_fractional_bits_same_bits_everywhere(dtype):
+    """The issue's reflection cases of coordinates without fractional bits (1e30 in x of 2D
+    nearest, (1e30, inf) in 2D bicubic, -1e30 in z of 3D nearest and in x of 3D bilinear), both
+    align_corners and layouts: every CPU strategy (forced; float32), the reference compiled
+    (channels first), and PyTorch's float64 with those coordinates at -1 give the same bits,
+    forward and both gradients (the replaced coordinates' gradient 0), on exact data."""
+    np_dtype = DTYPES[dtype]
+    rng = np.random.default_rng(31)
+    calls, expectations = [], []
+    for (dims, mode, values), align_corners in itertools.product(WITHOUT_FRACTION_CASES,
+                                                                 (False, True)):
+        x, grid, go = _without_fraction_case(dims, values, align_corners, np_dtype, rng)
+        replaced = ~(np.abs(grid) < 1e6)
+        at_minus_one = np.where(replaced, -1.0, grid.astype(np.float64))
+        out, gi, gg = torch_oracle(x, at_minus_one, go, mode, "reflection", align_corners)
+        expectations.append((out, gi, np.where(replaced, 0.0, gg)))
+        for channels_last in (False, True):
+            forward = [None] + [FORWARD_STRATEGIES[name] for name in FORWARD_STRATEGIES
+                                if dtype == "float32" and forward_can_take(name, channels_last)]
+            backward = [None] + [BACKWARD_STRATEGIES[name] for name in BACKWARD_STRATEGIES
+                                 if dtype == "float32"
+                                 and backward_can_take(name, dims, mode, channels_last)]
+            calls.append((len(expectations) - 1, dims, mode, align_corners, channels_last,
+                          forward, backward, x, grid, go))
+
+    @jax.jit
+    def run(operands):
+        results = []
+        for (_, _, mode, ac, cl, forward, backward, *_), (x, grid, go) in zip(
+                calls, operands, strict=True):
+            args = (MODES[mode], PADDINGS["reflection"], ac, cl)
+            outs = [native_forward(x, grid, *args, strategy=s) for s in forward]
+            grads = [native_backward(go, x, grid, *args, strategy=s) for s in backward]
+            if not cl:  # the reference's layouts are transposes around the same math
+                outs.append(grid_sample_reference(x, grid, *args[:3]))
+                grads.append(grid_sample_backward_reference(go, x, grid, *args[:3], (True, True)))
+            results.append((outs, grads))
+        return results
+
+    results = run([(jnp.asarray(x), jnp.asarray(g), jnp.asarray(go))
+                   for *_, x, g, go in calls])
+    for (i, dims, mode, ac, cl, *_), (outs, grads) in zip(calls, results, strict=True):
+        out, gi, gg = expectations[i]
+        what = f"{dims}d {mode} align_corners={ac} channels_last={cl} {dtype}"
+        for k, o in enumerate(outs):
+            np.testing.assert_array_equal(np.asarray(o, np.float64), out, err_msg=f"{what} #{k}")
+        for k, (a, b) in enumerate(grads):
+            np.testing.assert_array_equal(np.asarray(a, np.float64), gi, err_msg=f"{what} #{k}")
+            np.testing.assert_array_equal(np.asarray(b, np.float64), gg, err_msg=f"{what} #{k}")
 
 
 # --- handler validation -----------------------------------------------------------------------

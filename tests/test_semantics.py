@@ -24,13 +24,16 @@ test_gradients.py) compiled for the same configuration instead of compiling thei
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 from oracle import ALL_CASES, CASES, case_id, implementations, ours, random_case, torch_grid_sample
 
 import jax_gridsample
+from jax_gridsample import _native
 
 IMPLEMENTATIONS = implementations()
 TOLERANCE = {np.float64: 1e-10, np.float32: 2e-5}
@@ -150,9 +153,9 @@ def test_huge_coordinates_match_torch(case, implementation):
 
 # Row y = 2 (grid y = 0, H = 5) of arange(30).reshape(5, 6) + 1 is [13, 14, 15, 16, 17, 18].
 NON_FINITE = (np.inf, -np.inf, np.nan)
-_NON_FINITE_EXPECTED = {
-    "zeros": (0.0, 0.0, 0.0), "border": (18.0, 13.0, 13.0), "reflection": (13.0, 13.0, 13.0),
-}
+# zeros reads nothing; border the last pixel for +inf, the first for -inf and NaN; reflection
+# takes x = -1 for all three (below).
+_NON_FINITE_EXPECTED = {"zeros": (0.0, 0.0, 0.0), "border": (18.0, 13.0, 13.0), "reflection": None}
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
@@ -161,7 +164,9 @@ _NON_FINITE_EXPECTED = {
 def test_non_finite_coordinates_follow_the_documented_rule(padding, mode, implementation):
     """+inf, -inf and NaN as x on an exact row, among the shared case's ordinary points: the
     documented value, a zero x derivative, finite gradients, and the input gradient on the
-    pixel the value came from (each point's cotangent a different power of ten)."""
+    pixel the value came from (each point's cotangent a different power of ten). Reflection:
+    what PyTorch gives for x = -1 (bicubic, with align_corners=False: a mix of the first two
+    pixels), output and input gradient."""
     x, grid = random_case(2, np.random.default_rng(8))
     x[0, 0] = (np.arange(30.0) + 1).reshape(5, 6)
     points = grid.reshape(-1, 2).copy()
@@ -172,12 +177,21 @@ def test_non_finite_coordinates_follow_the_documented_rule(padding, mode, implem
     cotangent[0, 0].flat[:3] = weights
     kwargs = dict(mode=mode, padding_mode=padding, implementation=implementation)
     out = jax_gridsample.grid_sample(jnp.asarray(x), jnp.asarray(grid), **kwargs)
-    expected = _NON_FINITE_EXPECTED[padding]
-    np.testing.assert_array_equal(np.asarray(out)[0, 0].flat[:3], expected)
     gi, gg = (np.asarray(g) for g in jax_gridsample.grid_sample_backward(
         jnp.asarray(cotangent), jnp.asarray(x), jnp.asarray(grid), **kwargs))
     assert np.all(np.isfinite(gi)) and np.all(np.isfinite(gg))
     np.testing.assert_array_equal(gg.reshape(-1, 2)[:3, 0], 0.0)  # replaced: d/dx is 0
+    expected = _NON_FINITE_EXPECTED[padding]
+    if expected is None:
+        at_minus_one = points.copy()
+        at_minus_one[:3, 0] = -1.0
+        expected_out, expected_gi, _ = torch_grid_sample(
+            x, at_minus_one.reshape(grid.shape), cotangent, mode=mode, padding_mode=padding,
+            align_corners=False)
+        np.testing.assert_allclose(np.asarray(out), expected_out, rtol=1e-14, atol=1e-14)
+        np.testing.assert_allclose(gi, expected_gi, rtol=1e-14, atol=1e-14)
+        return
+    np.testing.assert_array_equal(np.asarray(out)[0, 0].flat[:3], expected)
     expected_gi = np.zeros_like(gi)
     for value, weight in zip(expected, weights, strict=True):
         if value:  # the pixel whose value it took gets the whole cotangent
@@ -302,3 +316,147 @@ def test_channels_last_layout_matches_torch(case, implementation):
     for name, g, e in zip(("output", "input_grad", "grid_grad"), got,
                           (last(expected[0]), last(expected[1]), expected[2]), strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-10, err_msg=name)
+
+
+# --- reflection: exact at the mirrors in every width; coordinates without fractional bits -----
+
+WIDTHS = range(1, 257)
+FLIPS = np.arange(-3, 4)  # the grid value 2k - 1 unnormalizes to exactly lo + k span
+
+
+def _reflection_targets(width: int) -> np.ndarray:
+    """Where 2k - 1 reflects to: k flips, so the first pixel for even k, the last for odd."""
+    return np.where(FLIPS % 2 == 0, 0, width - 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_reflection_is_exact_at_the_mirrors_in_every_width(dtype):
+    """Grid values 2k - 1 (k = -3..3) unnormalize exactly onto a mirror, k spans from the first,
+    in every width 1-256 and either align_corners (float16 and bfloat16 compute in float32).
+    The reference's reflection compiled for each width, where XLA once turned the division by
+    the span into a multiplication by its reciprocal (41 * (1 / 41) < 1: x = 1 sampled the first
+    pixel of a 41-pixel row; 38 widths failed in float32, 14 in float64); the native kernel
+    and PyTorch sampling arange(width) (nearest); and, in float32, the reference through the
+    public API on the first width that failed (41)."""
+    from jax_gridsample._reference import _reflect
+
+    def reflect_all(mirrors):
+        return [_reflect(mirrors[ac][width - 1], width, ac)[0]
+                for ac in (False, True) for width in WIDTHS]
+
+    mirrors = {ac: jnp.asarray(np.array([(0.0 if ac else -0.5) + FLIPS * (w - 1 if ac else w)
+                                         for w in WIDTHS], dtype)) for ac in (False, True)}
+    grid = np.stack([2.0 * FLIPS - 1, np.zeros(len(FLIPS))], -1).reshape(1, 1, -1, 2)
+    grid = jnp.asarray(grid, dtype)
+    rows = [jnp.asarray(np.arange(w, dtype=dtype).reshape(1, 1, 1, w)) for w in WIDTHS]
+
+    def sample_all(rows):  # the FFI target itself: 512 public calls take long to trace
+        out = jax.ShapeDtypeStruct((1, 1, 1, len(FLIPS)), dtype)
+        return [jax.ffi.ffi_call(_native.FORWARD_TARGET, out)(
+            row, grid, interpolation=np.int64(1), padding=np.int64(2), align_corners=ac,
+            channels_last=False) for ac in (False, True) for row in rows]
+
+    reference = iter(jax.jit(reflect_all)(mirrors))
+    native = iter(jax.jit(sample_all)(rows))
+    for ac in (False, True):
+        for width, row in zip(WIDTHS, rows, strict=True):
+            expected = _reflection_targets(width)
+            what = f"width {width}, align_corners={ac}"
+            np.testing.assert_array_equal(np.asarray(next(reference)), expected, err_msg=what)
+            np.testing.assert_array_equal(np.asarray(next(native)).ravel(), expected, err_msg=what)
+            torch_out = torch.nn.functional.grid_sample(
+                torch.tensor(np.asarray(row)), torch.tensor(np.asarray(grid)), mode="nearest",
+                padding_mode="reflection", align_corners=ac)
+            np.testing.assert_array_equal(torch_out.numpy().ravel(), expected, err_msg=what)
+    if dtype != np.float32:
+        return
+    width = 41
+    row = jnp.asarray(np.arange(width, dtype=dtype).reshape(1, 1, 1, width))
+    out = jax_gridsample.grid_sample(row, jnp.asarray([[[[1.0, 0.0]]]], dtype),
+                                     padding_mode="reflection", implementation="reference")
+    assert float(np.asarray(out).ravel()[0]) == width - 1
+
+
+# Around and far beyond the positions without fractional bits (2^23 in float32, 2^52 in float64)
+# on a row of 5 (align_corners=False) or 4 (True): spans of 5 and 3, so that a huge position
+# (a multiple of a large power of two) does not reflect to the first pixel by chance. Where
+# below 2^23, the positions are exact in float32.
+WITHOUT_FRACTION = [1e30, -1e30, 3e38, 1e10, -3e9, 1e6, 2.0**21 - 1, 2.0**22, 2.0**24 - 2,
+                    2.0**24, -(2.0**24)]
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_reflection_without_fractional_bits_is_minus_one(dtype, align_corners, mode,
+                                                        implementation):
+    """Reflection takes a coordinate whose position has no fractional bits in the compute dtype
+    as x = -1 with a zero x derivative, and reflects every other one exactly: PyTorch's float64
+    output and input gradient with those coordinates set to -1, among ordinary points. PyTorch's
+    own float32 and float64 kernels disagree at x = 1e10 (pixels 0 and 2 of 5), as
+    docs/semantics.md says."""
+    width = 4 if align_corners else 5
+    values = np.array(WITHOUT_FRACTION)
+    c, one, two = values.astype(dtype), dtype(1), dtype(2)  # each operation rounded to dtype
+    if align_corners:
+        u = (c + one) / two * dtype(width - 1)
+    else:
+        u = ((c + one) * dtype(width) - one) / two
+    kept = np.abs(u) < (2.0**23 if dtype == np.float32 else 2.0**52)
+    assert 0 < kept.sum() < len(values)
+    exact = ((values + 1) / 2 * (width - 1) if align_corners else ((values + 1) * width - 1) / 2)
+    np.testing.assert_array_equal(u[kept], exact[kept])  # so that float64 PyTorch agrees
+    rng = np.random.default_rng(9)
+    x = rng.integers(-8, 9, (1, 2, 3, width)).astype(dtype)
+    points = np.stack([np.concatenate([values, [0.5, -0.75]]),
+                       np.full(len(values) + 2, 0.25)], -1)
+    grid = points.reshape(1, 1, -1, 2).astype(dtype)
+    cotangent = rng.integers(-8, 9, (1, 2, 1, len(points))).astype(dtype)
+    kwargs = dict(mode=mode, padding_mode="reflection", align_corners=align_corners)
+    out, gi, gg = ours(x, grid, cotangent, implementation=implementation, **kwargs)
+    substituted = points.copy()
+    substituted[:len(values), 0] = np.where(kept, values, -1.0)
+    expected = torch_grid_sample(x.astype(np.float64), substituted.reshape(grid.shape),
+                                 cotangent.astype(np.float64), **kwargs)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(out, expected[0], rtol=tol, atol=tol, err_msg="output")
+    np.testing.assert_allclose(gi, expected[1], rtol=tol, atol=tol, err_msg="input gradient")
+    np.testing.assert_array_equal(gg.reshape(-1, 2)[np.flatnonzero(~kept), 0], 0.0)
+    if dtype == np.float64 and mode == "nearest" and not align_corners:
+        row = np.arange(5.0).reshape(1, 1, 1, 5)
+        pixels = [torch.nn.functional.grid_sample(
+            torch.tensor(row, dtype=t), torch.tensor([[[[1e10, 0.0]]]], dtype=t), **kwargs).item()
+            for t in (torch.float32, torch.float64)]
+        assert pixels == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_compiled_reference_rounds_as_written(dtype):
+    """The reference's per-axis math compiled by XLA gives the bits it gives run operation by
+    operation, each rounded as written (docs/semantics.md, "Bit for bit"): tap positions, the
+    chain factor and, but for bicubic's polynomials, the weights. Compiled, XLA used to fuse the
+    multiplication and subtraction of ((c + 1) S - 1) / 2 into one fused multiply-add and to
+    divide by the span as a multiplication by its reciprocal. Random coordinates, huge and
+    non-finite ones, and every mirror of the two axis sizes."""
+    from jax_gridsample._reference import axis_taps
+
+    rng = np.random.default_rng(10)
+    sizes = (3, 37)
+    mirrors = np.concatenate([2.0 * np.arange(-6, 7) - 1 + d for d in (0, 1 / 37, -1 / 3)])
+    coord = np.concatenate([rng.uniform(-3, 3, 3000), rng.uniform(-1e7, 1e7, 300), mirrors,
+                            [np.nan, np.inf, -np.inf, 1e30, -1e30, 2.0**24, -(2.0**53)]])
+    coord = jnp.asarray(coord[None].astype(dtype))
+    configs = [(size, interpolation, padding, ac) for size in sizes for interpolation in range(3)
+               for padding in range(3) for ac in (False, True)]
+
+    def all_taps(coord):
+        return [axis_taps(coord, *config) for config in configs]
+
+    for config, compiled, eager in zip(configs, jax.jit(all_taps)(coord), all_taps(coord),
+                                       strict=True):
+        fields = ("position", "coord_grad") + (() if config[1] == 2 else ("weight", "dweight"))
+        for name in fields:
+            np.testing.assert_array_equal(np.asarray(getattr(compiled, name)),
+                                          np.asarray(getattr(eager, name)),
+                                          err_msg=f"{name}, (size, mode, padding, ac) {config}")

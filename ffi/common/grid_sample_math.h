@@ -64,10 +64,15 @@ GS_HOST_DEVICE inline T Unnormalize(T c, int64_t size, bool align_corners,
   return ((c + T(1)) * T(size) - T(1)) / T(2);
 }
 
+// From this magnitude on, a T has no fractional bits: 2^23 (float), 2^52
+// (double).
+template <typename T>
+inline constexpr T kNoFractionFrom = sizeof(T) == 4 ? T(8388608.0) : T(4503599627370496.0);
+
 // Step 2: the guard. Replaces NaN / infinite / huge u before any index is
 // formed; *dg is 1 when u passes through and 0 when it was replaced.
 template <typename T>
-GS_HOST_DEVICE inline T Guard(T u, int64_t size, int64_t padding, T* dg) {
+GS_HOST_DEVICE inline T Guard(T u, int64_t size, int64_t padding, bool align_corners, T* dg) {
   // Written with selects rather than branches: coordinates are data, and
   // mispredicted branches would dominate the per-point cost.
   const T s = T(size);
@@ -77,16 +82,17 @@ GS_HOST_DEVICE inline T Guard(T u, int64_t size, int64_t padding, T* dg) {
     return keep ? u : T(-8);
   }
   if (padding == kBorder) {
+    // NaN counts as -inf.
     const bool keep = (u >= T(-8)) & (u <= s + T(8));  // false for NaN
-    T v = u < T(-8) ? T(-8) : u;
-    v = v > s + T(8) ? s + T(8) : v;
+    const T v = u >= T(-8) ? u : T(-8);
     *dg = keep ? T(1) : T(0);
-    return GS_MATH(isnan)(u) ? T(0) : v;
+    return v > s + T(8) ? s + T(8) : v;
   }
-  // reflection: finite values of any magnitude are reflected.
-  const bool keep = GS_MATH(isfinite)(u);
+  // reflection: a u without fractional bits (or NaN, or infinite) counts as
+  // the normalized coordinate -1, whose u is 0 or -0.5.
+  const bool keep = GS_MATH(fabs)(u) < kNoFractionFrom<T>;  // false for NaN
   *dg = keep ? T(1) : T(0);
-  return keep ? u : T(0);
+  return keep ? u : (align_corners ? T(0) : T(-0.5));
 }
 
 // Border clip to [0, size - 1]; *d is 1 strictly inside, 0 at or beyond ends.
@@ -98,30 +104,24 @@ GS_HOST_DEVICE inline T ClipWithGrad(T u, int64_t size, T* d) {
   return v >= hi ? hi : v;
 }
 
-// fmod(a, span) for a >= 0 and an integer span > 0, given q ~ floor(a / span)
-// (possibly off by one from rounding). Bitwise equal to fmod: while a is
-// below 2^(mantissa bits), span * q is an exact integer and a - span * q is
-// a multiple of ulp(a) no larger than a, so every step is exact. Beyond that
-// it calls fmod, which is slow (a library loop) but exact for any a.
-// kModerate: the caller guarantees a < kExactBelow<T> (see IsModerate), so
-// the fmod branch is left out and loops over points can be vectorized.
+// fmod(a, m) for 0 <= a < 2 kNoFractionFrom<T> and an integer m > 0, bitwise
+// equal to the library's fmod: q = floor(a / m) is exact or one too large,
+// m * q is then an exact integer, and a - m * q a multiple of ulp(a) no
+// larger than a in magnitude, so every step is exact (contracted into a
+// fused multiply-add too).
 template <typename T>
-inline constexpr T kExactBelow = sizeof(T) == 4 ? T(8388608.0) : T(4503599627370496.0);
-
-template <bool kModerate = false, typename T>
-GS_HOST_DEVICE inline T ExactFmod(T a, T span, T q) {
-  if constexpr (!kModerate) {
-    if (!(a < kExactBelow<T>)) return GS_MATH(fmod)(a, span);
-  }
-  T r = a - span * q;
-  r = r < T(0) ? r + span : r;
-  return r >= span ? r - span : r;
+GS_HOST_DEVICE inline T ExactFmod(T a, T m) {
+  const T r = a - m * GS_MATH(floor)(a / m);
+  return r < T(0) ? r + m : r;
 }
 
-// Reflection about lo = twice_lo / 2 and hi = twice_hi / 2. *d is +-1 (0 for
-// the degenerate span). The parity of the number of flips is computed in
-// floating point, so no integer conversion happens for huge u.
-template <bool kModerate = false, typename T>
+// Reflection about lo = twice_lo / 2 and hi = twice_hi / 2, for |u| below
+// kNoFractionFrom<T> + 2 (what the guard keeps, and bicubic's taps around it).
+// *d is +-1 (0 for the degenerate span).
+// The parity of the number of flips is whether a mod (2 span) is past span:
+// exact, unlike floor(a / span), which depends on how a division rounds (the
+// reference's, compiled by XLA, was a multiplication by 1 / span).
+template <typename T>
 GS_HOST_DEVICE inline T ReflectWithGrad(T u, T twice_lo, T twice_hi, T* d) {
   if (twice_lo == twice_hi) {
     *d = T(0);
@@ -133,26 +133,24 @@ GS_HOST_DEVICE inline T ReflectWithGrad(T u, T twice_lo, T twice_hi, T* d) {
   // grids), and mispredicted branches cost more than the whole computation.
   const T diff = u - lo;
   const T sign = diff < T(0) ? T(-1) : T(1);
-  const T a = GS_MATH(fabs)(diff);
-  const T flips = GS_MATH(floor)(a / span);
-  const T extra = ExactFmod<kModerate>(a, span, flips);
-  // Parity of the (integer-valued) flips, exact in floating point.
-  const bool even = flips - T(2) * GS_MATH(floor)(flips * T(0.5)) == T(0);
+  const T r = ExactFmod(GS_MATH(fabs)(diff), twice_hi - twice_lo);
+  const bool even = r < span;
+  const T extra = even ? r : r - span;  // exact: span <= r < 2 span
   *d = even ? sign : -sign;
   return even ? extra + lo : span - extra + lo;
 }
 
 // Step 3: padding of a coordinate (bilinear, nearest) or of a tap (bicubic).
 // *d receives the derivative of the result with respect to u.
-template <bool kModerate = false, typename T>
+template <typename T>
 GS_HOST_DEVICE inline T PadWithGrad(T u, int64_t size, int64_t padding,
                                     bool align_corners, T* d) {
   if (padding == kBorder) return ClipWithGrad(u, size, d);
   if (padding == kReflection) {
     T d_reflect;
     T r = align_corners
-              ? ReflectWithGrad<kModerate>(u, T(0), T(2 * (size - 1)), &d_reflect)
-              : ReflectWithGrad<kModerate>(u, T(-1), T(2 * size - 1), &d_reflect);
+              ? ReflectWithGrad(u, T(0), T(2 * (size - 1)), &d_reflect)
+              : ReflectWithGrad(u, T(-1), T(2 * size - 1), &d_reflect);
     T d_clip;
     r = ClipWithGrad(r, size, &d_clip);
     *d = d_reflect * d_clip;
@@ -162,11 +160,11 @@ GS_HOST_DEVICE inline T PadWithGrad(T u, int64_t size, int64_t padding,
   return u;
 }
 
-template <bool kModerate = false, typename T>
+template <typename T>
 GS_HOST_DEVICE inline T Pad(T u, int64_t size, int64_t padding,
                             bool align_corners) {
   T unused;
-  return PadWithGrad<kModerate>(u, size, padding, align_corners, &unused);
+  return PadWithGrad(u, size, padding, align_corners, &unused);
 }
 
 // Step 5: the in-range check, done in floating point before converting to an
@@ -252,14 +250,6 @@ GS_HOST_DEVICE inline void CubicWeightGrads(T t, T dw[4]) {
   dw[3] = -CubicOuterGrad(T(2) - t);
 }
 
-// Whether normalized coordinate c keeps every reflection distance below
-// kExactBelow<T> (so ComputeAxisTaps<..., kModerate = true> is exact for it).
-// False for NaN and infinities.
-template <typename T>
-GS_HOST_DEVICE inline bool IsModerate(T c, int64_t size) {
-  return (GS_MATH(fabs)(c) + T(2)) * T(size) < kExactBelow<T> / T(4);
-}
-
 // Taps of one spatial axis for one coordinate.
 //   idx[i]: input index of tap i, or -1 when it reads nothing;
 //   w[i]:   interpolation weight;
@@ -275,16 +265,16 @@ struct AxisTaps {
   T dmult;
 };
 
-template <int kInterp, typename T, typename I = int64_t, bool kModerate = false>
+template <int kInterp, typename T, typename I = int64_t>
 GS_HOST_DEVICE inline void ComputeAxisTaps(
     T c, int64_t size, int64_t padding, bool align_corners,
     AxisTaps<T, TapsPerAxis(kInterp), I>* out) {
   T du, dg;
   T u = Unnormalize(c, size, align_corners, &du);
-  u = Guard(u, size, padding, &dg);
+  u = Guard(u, size, padding, align_corners, &dg);
   if (kInterp == kBilinear) {
     T dp;
-    const T p = PadWithGrad<kModerate>(u, size, padding, align_corners, &dp);
+    const T p = PadWithGrad(u, size, padding, align_corners, &dp);
     const T x0 = GS_MATH(floor)(p);
     const T x1 = x0 + T(1);
     out->idx[0] = TapIndexAfterPadding<I>(x0, size, padding);
@@ -295,7 +285,7 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
     out->dw[1] = T(1);
     out->dmult = du * dg * dp;
   } else if (kInterp == kNearest) {
-    const T p = Pad<kModerate>(u, size, padding, align_corners);
+    const T p = Pad(u, size, padding, align_corners);
     out->idx[0] = TapIndexAfterPadding<I>(GS_MATH(nearbyint)(p), size, padding);
     out->w[0] = T(1);
     out->dw[0] = T(0);
@@ -307,7 +297,7 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
     CubicWeights(t, w);
     CubicWeightGrads(t, dw);
     for (int i = 0; i < 4; ++i) {
-      const T tap = Pad<kModerate>(x0 + T(i - 1), size, padding, align_corners);
+      const T tap = Pad(x0 + T(i - 1), size, padding, align_corners);
       out->idx[i] = TapIndexAfterPadding<I>(tap, size, padding);
       out->w[i] = w[i];
       out->dw[i] = dw[i];

@@ -145,10 +145,10 @@ std::unique_ptr<TB> NewTapBlock() {
 // Pass 1 of FillTaps: the taps of one axis for `count` points (coordinate
 // stride K), stored axis-major so that the loop vectorizes across points.
 // I is the index type of the math (int32 when the axis size allows it, which
-// vectorizes); indices are stored as int64. kModerate: see IsModerate.
+// vectorizes); indices are stored as int64.
 // `pad` and `align` are constants where the caller is inlined into a
 // per-constant instantiation (float32), run-time values otherwise.
-template <typename T, int K, int kInterp, bool kModerate, typename I, typename TB>
+template <typename T, int K, int kInterp, typename I, typename TB>
 GS_CPU_INLINE void AxisTapsSoa(const T* coord, int64_t count, int64_t size, int64_t pad, bool align,
                                int axis, TB* tb) {
   constexpr int kT1 = TB::kT1;
@@ -158,7 +158,7 @@ GS_CPU_INLINE void AxisTapsSoa(const T* coord, int64_t count, int64_t size, int6
   T* dmult = tb->adm[axis];
   for (int64_t b = 0; b < count; ++b) {
     gs::AxisTaps<T, kT1, I> t;
-    gs::ComputeAxisTaps<kInterp, T, I, kModerate>(coord[b * K], size, pad, align, &t);
+    gs::ComputeAxisTaps<kInterp, T, I>(coord[b * K], size, pad, align, &t);
     for (int i = 0; i < kT1; ++i) {
       idx[i][b] = t.idx[i];
       w[i][b] = t.w[i];
@@ -168,44 +168,23 @@ GS_CPU_INLINE void AxisTapsSoa(const T* coord, int64_t count, int64_t size, int6
   }
 }
 
-// Whether the `count` coordinates at coord (stride K) are all moderate
-// (gs::IsModerate), so that reflection can take its vectorizable loops. An
-// int reduction, which GCC vectorizes (over a bool it stays scalar).
-template <typename T, int K, typename Count>
-GS_CPU_INLINE bool AllModerate(const T* coord, Count count, int64_t size) {
-  int all = 1;
-  for (Count b = 0; b < count; ++b) {
-    all &= gs::IsModerate(coord[b * K], size) ? 1 : 0;
-  }
-  return all != 0;
-}
-
-// AxisTaps' rare cases, compiled once per (T, K, kInterp) with run-time
-// padding and align_corners: reflection of coordinates that are not all
-// moderate, and axes too long for int32 index math.
+// Axes too long for int32 index math, compiled once per (T, K, kInterp) with
+// run-time padding and align_corners.
 template <typename T, int K, int kInterp, typename TB>
-GS_CPU_NOINLINE void AxisTapsRare(const T* coord, int64_t count, int64_t size, int64_t pad,
-                                  bool align, int axis, TB* tb) {
-  if (size <= std::numeric_limits<int32_t>::max()) {
-    AxisTapsSoa<T, K, kInterp, false, int32_t>(coord, count, size, pad, align, axis, tb);
-  } else {
-    AxisTapsSoa<T, K, kInterp, false, int64_t>(coord, count, size, pad, align, axis, tb);
-  }
+GS_CPU_NOINLINE void AxisTapsInt64(const T* coord, int64_t count, int64_t size, int64_t pad,
+                                   bool align, int axis, TB* tb) {
+  AxisTapsSoa<T, K, kInterp, int64_t>(coord, count, size, pad, align, axis, tb);
 }
 
 // Pass 1 for axis `axis` (0 = x) of size `size`: the vectorized int32 loop
-// when the axis allows it and, for reflection, the block's coordinates are
-// all moderate; else AxisTapsRare.
+// when the axis allows it, else AxisTapsInt64.
 template <typename T, int K, int kInterp, typename TB>
 GS_CPU_INLINE void AxisTaps(const T* grid, int64_t count, int64_t size, int64_t pad, bool align,
                             int axis, TB* tb) {
-  const T* coord = grid + axis;
-  bool moderate = true;
-  if (pad == gs::kReflection) moderate = AllModerate<T, K>(coord, count, size);
-  if (moderate && size <= std::numeric_limits<int32_t>::max()) {
-    AxisTapsSoa<T, K, kInterp, true, int32_t>(coord, count, size, pad, align, axis, tb);
+  if (size <= std::numeric_limits<int32_t>::max()) {
+    AxisTapsSoa<T, K, kInterp, int32_t>(grid + axis, count, size, pad, align, axis, tb);
   } else {
-    AxisTapsRare<T, K, kInterp>(coord, count, size, pad, align, axis, tb);
+    AxisTapsInt64<T, K, kInterp>(grid + axis, count, size, pad, align, axis, tb);
   }
 }
 

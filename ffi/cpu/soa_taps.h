@@ -66,14 +66,15 @@ struct SoaTaps {
 // align_corners are constants here so that the loop has no branches left.
 // With kDmult, also each point's chain factor d(padded coordinate) /
 // d(normalized coordinate) in dm (the backward's).
-template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult, bool kModerate>
-GS_CPU_INLINE void AxisSoaLoop(const float* __restrict coord, int cnt, int64_t size,
-                               int32_t (*__restrict ix)[kB], float (*__restrict wx)[kB],
-                               float* __restrict dm) {
+template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
+GS_CPU_VECTOR __attribute__((flatten)) void AxisSoa(const float* __restrict coord, int cnt,
+                                                    int64_t size, int32_t (*__restrict ix)[kB],
+                                                    float (*__restrict wx)[kB],
+                                                    float* __restrict dm = nullptr) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   for (int b = 0; b < cnt; ++b) {
     gs::AxisTaps<float, kT1, int32_t> t;
-    gs::ComputeAxisTaps<kInterp, float, int32_t, kModerate>(coord[b * K], size, kPad, kAlign, &t);
+    gs::ComputeAxisTaps<kInterp, float, int32_t>(coord[b * K], size, kPad, kAlign, &t);
     for (int i = 0; i < kT1; ++i) {
       ix[i][b] = t.idx[i];
       wx[i][b] = t.w[i];
@@ -82,44 +83,14 @@ GS_CPU_INLINE void AxisSoaLoop(const float* __restrict coord, int cnt, int64_t s
   }
 }
 
-template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
-GS_CPU_VECTOR __attribute__((flatten)) void AxisSoa(const float* __restrict coord, int cnt,
-                                                    int64_t size, int32_t (*__restrict ix)[kB],
-                                                    float (*__restrict wx)[kB],
-                                                    float* __restrict dm = nullptr) {
-  // Reflection needs a library fmod for huge coordinates, which keeps the
-  // loop scalar; blocks without any take the vectorizable form.
-  bool moderate = true;
-  if constexpr (kPad == gs::kReflection) {
-    moderate = AllModerate<float, K>(coord, cnt, size);
-  }
-  if (moderate) {
-    AxisSoaLoop<K, kInterp, kPad, kAlign, kB, kDmult, true>(coord, cnt, size, ix, wx, dm);
-  } else {
-    AxisSoaLoop<K, kInterp, kPad, kAlign, kB, kDmult, false>(coord, cnt, size, ix, wx, dm);
-  }
-}
-
-// Whether the loops over all K axes of `cnt` points may take the
-// vectorizable form (see AxisSoa): always, but for reflection with a
-// coordinate that is not moderate on some axis.
-template <int K, int kPad>
-GS_CPU_INLINE bool AxesModerate(const float* __restrict grid, int cnt, const int64_t* sizes) {
-  bool moderate = true;
-  if constexpr (kPad == gs::kReflection) {
-    for (int a = 0; a < K; ++a) {
-      moderate = moderate && AllModerate<float, K>(grid + a, cnt, sizes[a]);
-    }
-  }
-  return moderate;
-}
-
 // Nearest: each point's tap offset (or -1) and its "safe" offset (0 for
 // -1), in one pass over the points (the per-axis tables are not needed).
-// The same gs::ComputeAxisTaps calls as AxisSoaLoop, so the same offsets.
-template <int K, int kPad, bool kAlign, bool kModerate>
-GS_CPU_INLINE void NearestOffsetsLoop(const float* __restrict grid, int cnt, const int64_t* sizes,
-                                      int32_t* __restrict off, int32_t* __restrict off_safe) {
+// The same gs::ComputeAxisTaps calls as AxisSoa, so the same offsets.
+template <int K, int kPad, bool kAlign>
+GS_CPU_VECTOR __attribute__((flatten)) void NearestOffsets(const float* __restrict grid, int cnt,
+                                                           const int64_t* sizes,
+                                                           int32_t* __restrict off,
+                                                           int32_t* __restrict off_safe) {
   const int32_t w32 = static_cast<int32_t>(sizes[0]);
   const int32_t h32 = static_cast<int32_t>(sizes[1]);
   for (int b = 0; b < cnt; ++b) {
@@ -129,8 +100,8 @@ GS_CPU_INLINE void NearestOffsetsLoop(const float* __restrict grid, int cnt, con
 #pragma GCC unroll 3
     for (int a = 0; a < K; ++a) {
       gs::AxisTaps<float, 1, int32_t> t;
-      gs::ComputeAxisTaps<gs::kNearest, float, int32_t, kModerate>(grid[b * K + a], sizes[a], kPad,
-                                                                   kAlign, &t);
+      gs::ComputeAxisTaps<gs::kNearest, float, int32_t>(grid[b * K + a], sizes[a], kPad, kAlign,
+                                                        &t);
       idx[a] = t.idx[0];
       valid = valid & (t.idx[0] >= 0);
     }
@@ -142,21 +113,8 @@ GS_CPU_INLINE void NearestOffsetsLoop(const float* __restrict grid, int cnt, con
   }
 }
 
-// NearestOffsetsLoop for a block, reflection's coordinates checked first
-// (see AxisSoa).
-template <int K, int kPad, bool kAlign>
-GS_CPU_VECTOR __attribute__((flatten)) void NearestOffsets(const float* __restrict grid, int cnt,
-                                                           const int64_t* sizes,
-                                                           int32_t* __restrict off,
-                                                           int32_t* __restrict off_safe) {
-  if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
-    return NearestOffsetsLoop<K, kPad, kAlign, true>(grid, cnt, sizes, off, off_safe);
-  }
-  NearestOffsetsLoop<K, kPad, kAlign, false>(grid, cnt, sizes, off, off_safe);
-}
-
 // The nearest tables of SoaTaps (off[0] and the safe offsets) for `cnt`
-// points, in one pass (NearestOffsetsLoop), with no per-axis tables written
+// points, in one pass (NearestOffsets), with no per-axis tables written
 // and read back by further loops. No weights: a nearest tap's is 1.
 template <int K>
 GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, const Geometry& g,
@@ -180,11 +138,13 @@ GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, con
 // one tap in range has its two weights swapped, so that each index carries
 // its tap's; 0 for an index that is no tap); and the offset of the point's
 // first row of taps (pair_off). With kIndices, also the tap indices, to ax
-// as AxisSoaLoop stores them (FillPairMasks reads them).
-template <int K, int kPad, bool kAlign, int kB, bool kIndices, bool kModerate>
-GS_CPU_INLINE void PairAxesLoop(const float* __restrict grid, int cnt, const int64_t* sizes,
-                                int32_t (*__restrict ix)[2][kB], float (*__restrict pw)[2][kB],
-                                int32_t* __restrict off) {
+// as AxisSoa stores them (FillPairMasks reads them).
+template <int K, int kPad, bool kAlign, int kB, bool kIndices>
+GS_CPU_VECTOR __attribute__((flatten)) void PairAxes(const float* __restrict grid, int cnt,
+                                                     const int64_t* sizes,
+                                                     int32_t (*__restrict ix)[2][kB],
+                                                     float (*__restrict pw)[2][kB],
+                                                     int32_t* __restrict off) {
   const int32_t w32 = static_cast<int32_t>(sizes[0]);
   const int32_t h32 = static_cast<int32_t>(sizes[1]);
   for (int b = 0; b < cnt; ++b) {
@@ -192,8 +152,8 @@ GS_CPU_INLINE void PairAxesLoop(const float* __restrict grid, int cnt, const int
 #pragma GCC unroll 3
     for (int a = 0; a < K; ++a) {
       gs::AxisTaps<float, 2, int32_t> t;
-      gs::ComputeAxisTaps<gs::kBilinear, float, int32_t, kModerate>(grid[b * K + a], sizes[a], kPad,
-                                                                    kAlign, &t);
+      gs::ComputeAxisTaps<gs::kBilinear, float, int32_t>(grid[b * K + a], sizes[a], kPad, kAlign,
+                                                         &t);
       const bool in0 = t.idx[0] >= 0, in1 = t.idx[1] >= 0;
       const int32_t last = static_cast<int32_t>(sizes[a]) - 2;
       base[a] = in0 ? std::min(t.idx[0], last) : 0;
@@ -215,20 +175,7 @@ GS_CPU_INLINE void PairAxesLoop(const float* __restrict grid, int cnt, const int
   }
 }
 
-template <int K, int kPad, bool kAlign, int kB, bool kIndices>
-GS_CPU_VECTOR __attribute__((flatten)) void PairAxes(const float* __restrict grid, int cnt,
-                                                     const int64_t* sizes,
-                                                     int32_t (*__restrict ix)[2][kB],
-                                                     float (*__restrict pw)[2][kB],
-                                                     int32_t* __restrict off) {
-  if (AxesModerate<K, kPad>(grid, cnt, sizes)) {
-    PairAxesLoop<K, kPad, kAlign, kB, kIndices, true>(grid, cnt, sizes, ix, pw, off);
-  } else {
-    PairAxesLoop<K, kPad, kAlign, kB, kIndices, false>(grid, cnt, sizes, ix, pw, off);
-  }
-}
-
-// PairAxesLoop for `cnt` (<= kB) points of `grid`; entries [cnt,
+// PairAxes for `cnt` (<= kB) points of `grid`; entries [cnt,
 // round_up(cnt, 16)) get no tap (index -1, weight 0, offset 0). The tap
 // indices are stored only with kIndices: only the reads with masks need
 // them.
