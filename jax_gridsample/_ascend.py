@@ -277,11 +277,16 @@ class AscendKernel:
             return self._capabilities[platform]
 
     def rejects(self, platform: str, backward: bool, avals_in, *, interpolation,
-                channels_last, deterministic=False, **_) -> str | None:
+                channels_last, deterministic=False, padding=0, align_corners=False,
+                **_) -> str | None:
         """Why a call does not run on aclnn on this platform, or None if it does."""
         if channels_last:
             return "aclnn takes channels-first tensors only"
         input, grid = avals_in[-2], avals_in[-1]
+        if padding == 0 and align_corners and all(s == 1 for s in input.shape[2:]):
+            # No grid value makes aclnn read nothing for a NaN or infinite coordinate there
+            # (_reference.grid_for_aclnn): every finite one lands on the pixel.
+            return "a one-pixel input with zeros padding and align_corners=True"
         dtype = str(np.dtype(input.dtype))
         if dtype not in ("float32", "float16", "bfloat16", "float64"):
             return f"aclnn takes float32, float16, bfloat16 and float64, not {dtype}"

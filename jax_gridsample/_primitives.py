@@ -26,7 +26,7 @@ from ._compat import (
     guard_cpu_ffi_results,
     register_partitioned_lowering,
 )
-from ._reference import grid_sample_backward_reference, grid_sample_reference
+from ._reference import grid_for_aclnn, grid_sample_backward_reference, grid_sample_reference
 from ._sharding import forward_sharding, lower_partitioned
 from ._validate import output_shape
 
@@ -127,6 +127,10 @@ class NativeKernel:
     # covers. False for one not yet verified on its hardware, which then runs only when asked
     # for with implementation="native"; the Ascend kernel's answer is its self-check's.
     trusted: Callable[..., bool] = lambda platform, **params: True
+    # grid_for_kernel(grid, spatial, padding, align_corners) -> (grid, replaced): for a kernel
+    # without docs/semantics.md's guard (aclnn), the grid it is sent instead, and where the
+    # guard replaced a coordinate (the grid gradient is zero there).
+    grid_for_kernel: Callable[..., tuple] | None = None
     # backward_workspace(grad_output, input, grid, **params): bytes of a uint8 scratch result
     # that the backward target takes after its gradients (None: it takes none). XLA allocates
     # it like any other buffer, so it is valid in CUDA graphs too.
@@ -162,7 +166,8 @@ def ascend_native_kernel(kernel: _ascend.AscendKernel) -> NativeKernel:
     probe's and the documentation's routing, and its self-check."""
     return NativeKernel(_ascend.available, kernel.forward_target, kernel.backward_target,
                         kernel.forward_attributes, kernel.backward_attributes,
-                        rejects=kernel.rejects, trusted=kernel.trusted)
+                        rejects=kernel.rejects, trusted=kernel.trusted,
+                        grid_for_kernel=grid_for_aclnn)
 
 
 # Ascend NPUs: CANN's aclnn grid sampler (see _ascend.py). Added to NATIVE_KERNELS, under the
@@ -197,6 +202,13 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
             )
 
         def call_kernel(operands, params):
+            replaced = None
+            if kernel.grid_for_kernel is not None:
+                input, grid = operands[-2], operands[-1]
+                spatial = input.shape[1:-1] if params["channels_last"] else input.shape[2:]
+                grid, replaced = kernel.grid_for_kernel(grid, spatial, params["padding"],
+                                                        params["align_corners"])
+                operands = (*operands[:-1], grid)
             if not backward:
                 avals = _forward_abstract(*operands, **params)
                 output = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
@@ -207,7 +219,10 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
                 nbytes = workspace(*operands, **params)
                 avals = [*avals, jax.ShapeDtypeStruct((nbytes,), np.uint8)]
             results = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
-            return tuple(guard(results[:-1] if workspace is not None else results))
+            results = list(guard(results[:-1] if workspace is not None else results))
+            if replaced is not None and params["output_mask"][1]:
+                results[-1] = jax.numpy.where(replaced, 0, results[-1]).astype(results[-1].dtype)
+            return tuple(results)
 
         def call(*operands):  # on whatever (local) shapes the partitioner gives it
             below = kernel.channels_first_below[1 if backward else 0]

@@ -890,6 +890,49 @@ def test_channels_last_is_a_clear_error(sim):
     assert sim.log() == []  # rejected before any library call
 
 
+# --- what aclnn is sent: coordinates the guard replaces --------------------------------------
+
+@pytest.mark.parametrize("k", (2, 3))
+@pytest.mark.parametrize("pad", (0, 1, 2), ids=("zeros", "border", "reflection"))
+def test_aclnn_gets_a_grid_without_what_the_guard_replaces(sim, ascend_kernel, k, pad):
+    """CANN has no guard for NaN, infinite and huge coordinates (docs/semantics.md, step 2):
+    the lowering sends it _reference.grid_for_aclnn's grid, so that aclnn computes what every
+    other implementation does, and zeroes the grid gradient where a coordinate was replaced."""
+    x, g, go = make_data(k, jnp.float32, seed=3)
+    bad = np.asarray(g).copy().reshape(-1, k)
+    for i, value in enumerate((np.nan, np.inf, -np.inf, 1e30, -1e30, 2.0**60)):
+        bad[2 * i, i % k] = value
+    g = jnp.asarray(bad.reshape(g.shape))
+    for interp in (0, 1, 2) if k == 2 else (0, 1):
+        mode = ("bilinear", "nearest", "bicubic")[interp]
+        kw = dict(mode=mode, padding_mode=("zeros", "border", "reflection")[pad],
+                  align_corners=bool(interp % 2))
+        sim.lib.sim_clear_log()
+        got = jax.block_until_ready((jax_gridsample.grid_sample(x, g, **kw),
+                                     *jax_gridsample.grid_sample_backward(go, x, g, **kw)))
+        launched = _calls(sim.log())
+        assert f"aclnnGridSampler{k}D" in launched, mode
+        assert f"aclnnGridSampler{k}DBackward" in launched, mode
+        expected = (jax_gridsample.grid_sample(x, g, implementation="reference", **kw),
+                    *jax_gridsample.grid_sample_backward(go, x, g, implementation="reference",
+                                                         **kw))
+        for a, b in zip(got, expected, strict=True):
+            assert np.all(np.isfinite(np.asarray(a))), mode
+            assert_close(a, b, 2e-5 * max(1.0, float(np.abs(f64(b)).max())))
+        replaced = ~np.isfinite(bad.reshape(g.shape)) | (np.abs(bad.reshape(g.shape)) > 1e9)
+        np.testing.assert_array_equal(np.asarray(got[2])[replaced], 0.0)
+
+
+def test_a_one_pixel_input_with_zeros_and_align_corners_is_routed(sim, ascend_kernel):
+    """There every finite grid value reads the pixel, so no grid can stand for a NaN one."""
+    x = jnp.ones((1, 2, 1, 1), jnp.float32)
+    g = jnp.zeros((1, 2, 2, 2), jnp.float32)
+    assert _ran_on_aclnn(sim, lambda: jax.block_until_ready(jax_gridsample.grid_sample(
+        x, g, align_corners=True))) == (False, False)
+    assert _ran_on_aclnn(sim, lambda: jax.block_until_ready(jax_gridsample.grid_sample(
+        x, g, align_corners=False))) == (True, False)
+
+
 # --- the self-check: "auto" trusts what passed on the device -----------------------------------
 
 @pytest.fixture
