@@ -410,8 +410,11 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
   constexpr int64_t kBlock = TapBlock<T, K, kInterp>::kBlock;
   const int64_t points = g.points, grid_size = g.n * points * K;
   const bool need_gg = a.grad_grid != nullptr && kInterp != gs::kNearest;
-  if (a.grad_grid != nullptr && !need_gg) std::fill(a.grad_grid, a.grad_grid + grid_size, T(0));
-  if (g.n == 0) return;
+  // Without channels grad_input is empty and grad_grid a sum of nothing: no tasks.
+  if (a.grad_grid != nullptr && (!need_gg || g.c == 0)) {
+    std::fill(a.grad_grid, a.grad_grid + grid_size, T(0));
+  }
+  if (g.n == 0 || g.c == 0) return;
   auto run = [&](const BackwardTask<T>& t) {
     RunTask<T, K, kInterp, kChannelsLast>(g, a, strategy, t);
   };
