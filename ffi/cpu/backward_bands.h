@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "grid_sample_cpu.h"
@@ -47,6 +48,16 @@ struct BandLists {
   std::vector<int64_t> begin, chunk_begin;
   std::vector<uint8_t> first, last;
 };
+
+// Resizes v to `count` values (new ones zero), or throws AllocationFailure.
+template <typename V>
+void Resize(V* v, int64_t count, const char* buffer) {
+  try {
+    v->resize(count);
+  } catch (const std::bad_alloc&) {
+    throw AllocationFailure{buffer, static_cast<uint64_t>(count) * sizeof((*v)[0])};
+  }
+}
 
 // Calls f(q, p, e0, e1) for every point p of point chunk `chunk` in order
 // (q = n * points + p): e0 is its entry in its first band, e1 its entry in
@@ -118,14 +129,16 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g, const T* grid
   const int64_t points = g.points;
   const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
   const int64_t chunks = g.n * chunks_per_n;
-  out->first.resize(g.n * points);
-  out->last.resize(g.n * points);
+  Resize(&out->first, g.n * points, "first bands of the points");
+  Resize(&out->last, g.n * points, "last bands of the points");
   // Pass 1: each point's bands, and the per-(chunk, band) counts. The taps
   // of the last axis come from FillTaps' vectorized first pass.
   using TB = TapBlock<T, K, kInterp>;
-  std::vector<int64_t> counts(chunks * bands, 0);
+  std::vector<int64_t> counts;
+  Resize(&counts, chunks * bands, "band counts");
   // The band of every index of the axis.
-  std::vector<uint8_t> band_of(std::max<int64_t>(1, size));
+  std::vector<uint8_t> band_of;
+  Resize(&band_of, size, "bands of the band axis");
   for (int64_t b = 0; b < bands; ++b) {
     std::fill(band_of.begin() + BandStart(b, bands, size),
               band_of.begin() + BandStart(b + 1, bands, size), static_cast<uint8_t>(b));
@@ -135,7 +148,7 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g, const T* grid
     const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
     const int64_t p_end = std::min(points, p_begin + kBandChunk);
     int64_t count[kMaxBands] = {};
-    auto tb = NewTapBlock<TB>();
+    auto tb = NewObject<TB>("tap table");
     for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
       const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
       const T* block = grid + (n * points + p0) * K;
@@ -150,8 +163,8 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g, const T* grid
   });
   // Offsets in (n, band, chunk) order.
   std::vector<int64_t>& cursor = out->chunk_begin;
-  cursor.resize(chunks * bands);
-  out->begin.assign(g.n * bands + 1, 0);
+  Resize(&cursor, chunks * bands, "band list offsets");
+  Resize(&out->begin, g.n * bands + 1, "band list offsets");
   int64_t pos = 0;
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t b = 0; b < bands; ++b) {
@@ -164,8 +177,8 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g, const T* grid
     }
   }
   out->begin[g.n * bands] = pos;
-  out->points.resize(pos);
-  out->coords.resize(pos * K);
+  Resize(&out->points, pos, "band lists");
+  Resize(&out->coords, pos * K, "band lists' coordinates");
   // Pass 2: each chunk writes its points and their coordinates into its
   // slots of the lists.
   ParallelFor(pool, chunks, [&](int64_t chunk) {

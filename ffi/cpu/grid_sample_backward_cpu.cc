@@ -127,9 +127,9 @@ class GenericBlock {
         a_(arrays),
         avx2_(avx2),
         grad_(grad),
-        tb_(NewTapBlock<TB>()),
-        gacc_(grad ? new T[kBlock * K] : nullptr),
-        acc_(kRows && grad ? new T[kBlock * kTaps] : nullptr) {}
+        tb_(NewObject<TB>("tap table")),
+        gacc_(grad ? NewArray<T>("grid-gradient sums", kBlock * K) : nullptr),
+        acc_(kRows && grad ? NewArray<T>("per-tap sums", kBlock * kTaps) : nullptr) {}
 
   // Points pidx[b] (within batch element t.n), coordinates block_grid, b <
   // cnt; grid-gradient sums to grid_out[b * K + a].
@@ -299,7 +299,7 @@ void RunTask(const Geometry& g, const BackwardArrays<T>& arrays, BackwardStrateg
              const BackwardTask<T>& t) {
   using Block = GenericBlock<T, K, kInterp, kChannelsLast>;
   Block block(g, arrays, strategy == BackwardStrategy::kChannelsLastAvx2, t.grid_out != nullptr);
-  std::unique_ptr<int64_t[]> pidx(new int64_t[Block::kBlock]);
+  std::unique_ptr<int64_t[]> pidx = NewArray<int64_t>("point indices", Block::kBlock);
   for (int64_t j0 = 0; j0 < t.count; j0 += Block::kBlock) {
     const int cnt = static_cast<int>(std::min(Block::kBlock, t.count - j0));
     for (int b = 0; b < cnt; ++b) pidx[b] = t.list != nullptr ? t.list[j0 + b] : t.p_begin + j0 + b;
@@ -375,7 +375,7 @@ void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const Backw
   // computed once, for all of them.
   std::unique_ptr<int32_t[]> offsets;
   if (bands * plan.nblocks > 1) {
-    offsets.reset(new int32_t[std::max<int64_t>(1, g.n * points)]);
+    offsets = NewArray<int32_t>("nearest tap offsets", g.n * points);
     constexpr int64_t kOffsetChunk = int64_t{1} << 14;
     const int64_t chunks_per_n = CeilDiv(points, kOffsetChunk);
     ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
@@ -446,8 +446,8 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
   // block and one band. Entries: those of the band lists, else the points.
   const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size()) : g.n * points;
   const bool split_grid = need_gg && (plan.nblocks > 1 || bands > 1);
-  std::unique_ptr<T[]> parts(split_grid ? new T[plan.nblocks * std::max<int64_t>(1, entries * K)]
-                                        : nullptr);
+  std::unique_ptr<T[]> parts(
+      split_grid ? NewArray<T>("grid-gradient partials", plan.nblocks * entries * K) : nullptr);
   ParallelFor(pool, g.n * plan.nblocks * bands, [&](int64_t task) {
     const int64_t band = task % bands, blk = (task / bands) % plan.nblocks;
     const int64_t n = task / (bands * plan.nblocks);
@@ -505,12 +505,13 @@ ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interp
                         BackwardStrategy strategy, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
                         ffi::AnyBuffer grid, void* grad_input, void* grad_grid) {
   const int64_t input_size = input.element_count(), grid_size = grid.element_count();
-  std::unique_ptr<float[]> wide_grad_output =
-      Widen<H>(pool, grad_output.untyped_data(), grad_output.element_count());
-  std::unique_ptr<float[]> wide_input = Widen<H>(pool, input.untyped_data(), input_size);
-  std::unique_ptr<float[]> wide_grid = Widen<H>(pool, grid.untyped_data(), grid_size);
-  std::unique_ptr<float[]> wide_gi(grad_input != nullptr ? FloatBuffer(input_size) : nullptr);
-  std::unique_ptr<float[]> wide_gg(grad_grid != nullptr ? FloatBuffer(grid_size) : nullptr);
+  auto wide_grad_output = Widen<H>(pool, "float32 grad_output", grad_output.untyped_data(),
+                                   grad_output.element_count());
+  auto wide_input = Widen<H>(pool, "float32 input", input.untyped_data(), input_size);
+  auto wide_grid = Widen<H>(pool, "float32 grid", grid.untyped_data(), grid_size);
+  auto wide_gi = grad_input != nullptr ? NewArray<float>("float32 grad_input", input_size)
+                                      : nullptr;
+  auto wide_gg = grad_grid != nullptr ? NewArray<float>("float32 grad_grid", grid_size) : nullptr;
   if (ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
                                      wide_grad_output.get(), wide_input.get(), wide_grid.get(),
                                      wide_gi.get(), wide_gg.get());
@@ -529,41 +530,43 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
                         int64_t padding, bool align_corners, bool channels_last, bool input_mask,
                         bool grid_mask, int64_t strategy) {
-  Geometry g;
-  if (ffi::Error err =
-          MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
-      !err.success()) {
-    return err;
-  }
-  const ffi::DataType dt = input.element_type();
-  int64_t dims[5];
-  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
-  if (ffi::Error err = CheckShape("grad_output", grad_output, dt, dims, rank); !err.success()) {
-    return err;
-  }
-  void* gi_ptr = nullptr;
-  void* gg_ptr = nullptr;
-  if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
-                                                     grid_mask, &gi_ptr, &gg_ptr);
-      !err.success()) {
-    return err;
-  }
-  BackwardStrategy chosen;
-  if (ffi::Error err = ResolveBackwardStrategy(strategy, g, dt, interpolation, &chosen);
-      !err.success()) {
-    return err;
-  }
-  switch (dt) {
-    case ffi::DataType::F16:
-      return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input, grid,
-                                         gi_ptr, gg_ptr);
-    case ffi::DataType::BF16:
-      return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input, grid,
-                                          gi_ptr, gg_ptr);
-    default:
-      return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
-                           input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
-  }
+  return CatchExceptions([&]() -> ffi::Error {
+    Geometry g;
+    if (ffi::Error err =
+            MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
+        !err.success()) {
+      return err;
+    }
+    const ffi::DataType dt = input.element_type();
+    int64_t dims[5];
+    const size_t rank = gs_ffi::OutputDims(grid, g, dims);
+    if (ffi::Error err = CheckShape("grad_output", grad_output, dt, dims, rank); !err.success()) {
+      return err;
+    }
+    void* gi_ptr = nullptr;
+    void* gg_ptr = nullptr;
+    if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
+                                                       grid_mask, &gi_ptr, &gg_ptr);
+        !err.success()) {
+      return err;
+    }
+    BackwardStrategy chosen;
+    if (ffi::Error err = ResolveBackwardStrategy(strategy, g, dt, interpolation, &chosen);
+        !err.success()) {
+      return err;
+    }
+    switch (dt) {
+      case ffi::DataType::F16:
+        return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input,
+                                           grid, gi_ptr, gg_ptr);
+      case ffi::DataType::BF16:
+        return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input,
+                                            grid, gi_ptr, gg_ptr);
+      default:
+        return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
+                             input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
+    }
+  });
 }
 
 ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -90,6 +91,52 @@ inline ffi::Error InvalidArgument(const std::string& msg) {
   return gs_ffi::InvalidArgument(kPlatform, msg);
 }
 
+// A host buffer that could not be allocated: what it holds, its size. Thrown
+// by NewArray and NewObject (through ParallelFor too), returned by
+// CatchExceptions as kResourceExhausted.
+struct AllocationFailure {
+  const char* buffer;
+  uint64_t bytes;
+};
+
+// `count` (at least 1) default-initialized (not zeroed) values of T.
+template <typename T>
+std::unique_ptr<T[]> NewArray(const char* buffer, int64_t count) {
+  const auto n = static_cast<uint64_t>(std::max<int64_t>(1, count));
+  T* p = new (std::nothrow) T[n];
+  if (p == nullptr) throw AllocationFailure{buffer, n * sizeof(T)};
+  return std::unique_ptr<T[]>(p);
+}
+
+template <typename T>
+std::unique_ptr<T> NewObject(const char* buffer) {
+  T* p = new (std::nothrow) T;
+  if (p == nullptr) throw AllocationFailure{buffer, sizeof(T)};
+  return std::unique_ptr<T>(p);
+}
+
+// body()'s error, or that of the exception it throws: none escapes a handler.
+template <typename Body>
+ffi::Error CatchExceptions(Body&& body) noexcept {
+  ffi::ErrorCode code = ffi::ErrorCode::kResourceExhausted;
+  std::string msg;
+  try {
+    return body();
+  } catch (const AllocationFailure& e) {
+    msg = std::string("could not allocate the ") + e.buffer + " (" + std::to_string(e.bytes) +
+          " bytes)";
+  } catch (const std::bad_alloc& e) {
+    msg = e.what();
+  } catch (const std::exception& e) {
+    code = ffi::ErrorCode::kInternal;
+    msg = e.what();
+  } catch (...) {
+    code = ffi::ErrorCode::kInternal;
+    msg = "unknown exception";
+  }
+  return ffi::Error(code, std::string("grid_sample (") + kPlatform + "): " + msg);
+}
+
 // Validates input / grid / attributes and fills the geometry.
 inline ffi::Error MakeGeometry(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid,
                                int64_t interpolation, int64_t padding, bool align_corners,
@@ -137,10 +184,6 @@ struct TapBlock {
   int n_full;
 };
 
-template <typename TB>
-std::unique_ptr<TB> NewTapBlock() {
-  return std::unique_ptr<TB>(new TB);  // default-initialized: no zeroing
-}
 
 // Pass 1 of FillTaps: the taps of one axis for `count` points (coordinate
 // stride K), stored axis-major so that the loop vectorizes across points.

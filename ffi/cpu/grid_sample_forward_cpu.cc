@@ -59,7 +59,7 @@ GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* gri
                                  int64_t n, int64_t p_begin, int64_t p_end) {
   using TB = TapBlock<T, K, kInterp>;
   const int64_t channels = g.c, points = g.points, plane = g.plane;
-  auto tb = NewTapBlock<TB>();
+  auto tb = NewObject<TB>("tap table");
   for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
     const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
     FillTapTable<T, K, kInterp>(grid + (n * points + p0) * K, cnt, g, tb.get());
@@ -192,9 +192,9 @@ template <typename H>
 ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                        ForwardStrategy strategy, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::AnyBuffer output) {
-  std::unique_ptr<float[]> wide_input = Widen<H>(pool, input.untyped_data(), input.element_count());
-  std::unique_ptr<float[]> wide_grid = Widen<H>(pool, grid.untyped_data(), grid.element_count());
-  std::unique_ptr<float[]> wide_output = FloatBuffer(output.element_count());
+  auto wide_input = Widen<H>(pool, "float32 input", input.untyped_data(), input.element_count());
+  auto wide_grid = Widen<H>(pool, "float32 grid", grid.untyped_data(), grid.element_count());
+  auto wide_output = NewArray<float>("float32 output", output.element_count());
   if (ffi::Error err = ForwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
                                     wide_input.get(), wide_grid.get(), wide_output.get());
       !err.success()) {
@@ -209,34 +209,36 @@ ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpo
 ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
                        bool align_corners, bool channels_last, int64_t strategy) {
-  Geometry g;
-  if (ffi::Error err =
-          MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
-      !err.success()) {
-    return err;
-  }
-  int64_t dims[5];
-  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
-  if (ffi::Error err = CheckShape("output", *output, input.element_type(), dims, rank);
-      !err.success()) {
-    return err;
-  }
-  const ffi::DataType dt = input.element_type();
-  ForwardStrategy chosen;
-  if (ffi::Error err =
-          ResolveForwardStrategy(strategy, g, dt, interpolation, pool.num_threads(), &chosen);
-      !err.success()) {
-    return err;
-  }
-  switch (dt) {
-    case ffi::DataType::F16:
-      return ForwardHalf<gs::F16Format>(pool, g, interpolation, chosen, input, grid, *output);
-    case ffi::DataType::BF16:
-      return ForwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, input, grid, *output);
-    default:
-      return ForwardTyped(pool, g, dt, interpolation, chosen, input.untyped_data(),
-                          grid.untyped_data(), output->untyped_data());
-  }
+  return CatchExceptions([&]() -> ffi::Error {
+    Geometry g;
+    if (ffi::Error err =
+            MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
+        !err.success()) {
+      return err;
+    }
+    int64_t dims[5];
+    const size_t rank = gs_ffi::OutputDims(grid, g, dims);
+    if (ffi::Error err = CheckShape("output", *output, input.element_type(), dims, rank);
+        !err.success()) {
+      return err;
+    }
+    const ffi::DataType dt = input.element_type();
+    ForwardStrategy chosen;
+    if (ffi::Error err =
+            ResolveForwardStrategy(strategy, g, dt, interpolation, pool.num_threads(), &chosen);
+        !err.success()) {
+      return err;
+    }
+    switch (dt) {
+      case ffi::DataType::F16:
+        return ForwardHalf<gs::F16Format>(pool, g, interpolation, chosen, input, grid, *output);
+      case ffi::DataType::BF16:
+        return ForwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, input, grid, *output);
+      default:
+        return ForwardTyped(pool, g, dt, interpolation, chosen, input.untyped_data(),
+                            grid.untyped_data(), output->untyped_data());
+    }
+  });
 }
 
 ffi::Error ForwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,

@@ -231,7 +231,7 @@ GS_CPU_VECTOR void SamplePoints(const Geometry& g, const float* pixels, int64_t 
 template <int K, int kInterp>
 void Sample(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
             int64_t p_begin, int64_t p_end, float* buffer) {
-  std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
+  auto st = NewObject<SoaTaps<K, kInterp>>("tap table");
   if (g.channels_last) {
     std::fill(buffer, buffer + g.c, 0.f);
     SamplePoints<K, kInterp>(g, input + n * g.plane * g.c, g.c, buffer, grid, output, n, p_begin,
@@ -262,7 +262,7 @@ void ForwardTilesViaCopyF32(const Geometry& g, int64_t interpolation, const floa
 
 void ForwardTilesF32(const Geometry& g, int64_t interpolation, const float* input,
                      const float* grid, float* output, int64_t n, int64_t p_begin, int64_t p_end) {
-  std::unique_ptr<float[]> zeros(new float[g.c]);
+  std::unique_ptr<float[]> zeros = NewArray<float>("row of zeros", g.c);
   Run(g, interpolation, input, grid, output, n, p_begin, p_end, zeros.get());
 }
 
