@@ -78,6 +78,25 @@ struct Geometry {
   bool channels_last = false;
 };
 
+// Checks that `buf` has dtype `dt` and dims `dims`.
+inline ffi::Error CheckShape(const char* platform, const char* name, const ffi::AnyBuffer& buf,
+                             ffi::DataType dt, const int64_t* dims, size_t rank) {
+  if (buf.element_type() != dt) {
+    return InvalidArgument(platform, std::string(name) + " dtype " +
+                                         DTypeName(buf.element_type()) +
+                                         " differs from input dtype " + DTypeName(dt));
+  }
+  const auto bd = buf.dimensions();
+  bool ok = bd.size() == rank;
+  for (size_t i = 0; ok && i < rank; ++i) ok = bd[i] == dims[i];
+  if (!ok) {
+    return InvalidArgument(platform, std::string(name) + " has shape " + DimsToString(bd) +
+                                         ", expected " +
+                                         DimsToString(ffi::Span<const int64_t>(dims, rank)));
+  }
+  return ffi::Error::Success();
+}
+
 // Expected output dims for the grid of a geometry; returns the rank.
 inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t* dims) {
   const auto gd = grid.dimensions();
@@ -89,9 +108,12 @@ inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t*
   return r;
 }
 
-// Validates input / grid / attributes and fills the geometry.
+// Validates input / grid / attributes and `like_output` (named `name`: the
+// forward's output or the backward's grad_output), which must have the
+// output's shape and the input's dtype; fills the geometry.
 inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input,
-                               const ffi::AnyBuffer& grid, int64_t interpolation,
+                               const ffi::AnyBuffer& grid, const char* name,
+                               const ffi::AnyBuffer& like_output, int64_t interpolation,
                                int64_t padding, bool align_corners, bool channels_last,
                                Geometry* g) {
   const ffi::DataType dt = input.element_type();
@@ -166,26 +188,7 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
   for (int a = 0; a < k; ++a) g->points *= gd[1 + a];
   g->padding = padding;
   g->align_corners = align_corners;
-  return ffi::Error::Success();
-}
-
-// Checks that `buf` has dtype `dt` and dims `dims`.
-inline ffi::Error CheckShape(const char* platform, const char* name, const ffi::AnyBuffer& buf,
-                             ffi::DataType dt, const int64_t* dims, size_t rank) {
-  if (buf.element_type() != dt) {
-    return InvalidArgument(platform, std::string(name) + " dtype " +
-                                         DTypeName(buf.element_type()) +
-                                         " differs from input dtype " + DTypeName(dt));
-  }
-  const auto bd = buf.dimensions();
-  bool ok = bd.size() == rank;
-  for (size_t i = 0; ok && i < rank; ++i) ok = bd[i] == dims[i];
-  if (!ok) {
-    return InvalidArgument(platform, std::string(name) + " has shape " + DimsToString(bd) +
-                                         ", expected " +
-                                         DimsToString(ffi::Span<const int64_t>(dims, rank)));
-  }
-  return ffi::Error::Success();
+  return CheckShape(platform, name, like_output, dt, od, output_dims.size());
 }
 
 // The backward's results (RemainingRets): one per true mask entry, grad_input

@@ -7,13 +7,9 @@
 #include "gather_sampler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <memory>
-#include <type_traits>
 
 #include "../common/grid_sample_math.h"
 #include "grid_sample_cpu.h"

@@ -370,19 +370,14 @@ void ReduceGridPartials(ffi::ThreadPool& pool, const Geometry& g, const Backward
 template <int K>
 void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const BackwardPlan& plan,
                            const BackwardArrays<float>& a) {
-  const int64_t bands = plan.bands, points = g.points;
+  const int64_t bands = plan.bands;
   // With several tasks per batch element, the points' tap offsets are
   // computed once, for all of them.
   std::unique_ptr<int32_t[]> offsets;
   if (bands * plan.nblocks > 1) {
-    offsets = NewArray<int32_t>("nearest tap offsets", g.n * points);
-    constexpr int64_t kOffsetChunk = int64_t{1} << 14;
-    const int64_t chunks_per_n = CeilDiv(points, kOffsetChunk);
-    ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
-      const int64_t n = chunk / chunks_per_n;
-      const int64_t p_begin = (chunk % chunks_per_n) * kOffsetChunk;
-      NearestTapOffsetsF32<K>(g, a.grid, n, p_begin, std::min(points, p_begin + kOffsetChunk),
-                              offsets.get());
+    offsets = NewArray<int32_t>("nearest tap offsets", g.n * g.points);
+    ParallelForPoints(pool, g, int64_t{1} << 14, [&](int64_t n, int64_t p_begin, int64_t p_end) {
+      NearestTapOffsetsF32<K>(g, a.grid, n, p_begin, p_end, offsets.get());
     });
   }
   ParallelFor(pool, g.n * plan.nblocks * bands, [&](int64_t task) {
@@ -423,12 +418,10 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
     if (!need_gg) return;
     // Grid gradient only: chunks of points, all channels.
     const int64_t pts = PointsPerChunk(points, g.c, kTaps, kBlock);
-    const int64_t chunks_per_n = points == 0 ? 0 : CeilDiv(points, pts);
-    ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
-      const int64_t n = chunk / chunks_per_n, p_begin = (chunk % chunks_per_n) * pts;
+    ParallelForPoints(pool, g, pts, [&](int64_t n, int64_t p_begin, int64_t p_end) {
       const int64_t q = n * points + p_begin;
-      run({n, 0, g.c, 0, band_axis, nullptr, a.grid + q * K, p_begin,
-           std::min(points, p_begin + pts) - p_begin, nullptr, a.grad_grid + q * K});
+      run({n, 0, g.c, 0, band_axis, nullptr, a.grid + q * K, p_begin, p_end - p_begin, nullptr,
+           a.grad_grid + q * K});
     });
     return;
   }
@@ -444,7 +437,7 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
   if (bands > 1) BuildBandLists<T, K, kInterp>(pool, g, a.grid, bands, &lists);
   // Grid-gradient partials per (channel block, entry) unless there is one
   // block and one band. Entries: those of the band lists, else the points.
-  const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size()) : g.n * points;
+  const int64_t entries = bands > 1 ? lists.entries : g.n * points;
   const bool split_grid = need_gg && (plan.nblocks > 1 || bands > 1);
   std::unique_ptr<T[]> parts(
       split_grid ? NewArray<T>("grid-gradient partials", plan.nblocks * entries * K) : nullptr);
@@ -467,8 +460,8 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
     int64_t first_entry = n * points;
     if (bands > 1) {
       first_entry = lists.begin[n * bands + band];
-      t.list = lists.points.data() + first_entry;
-      t.coords = lists.coords.data() + first_entry * K;
+      t.list = lists.points.get() + first_entry;
+      t.coords = lists.coords.get() + first_entry * K;
       t.count = lists.begin[n * bands + band + 1] - first_entry;
     }
     if (split_grid) {
@@ -512,15 +505,12 @@ ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interp
   auto wide_gi = grad_input != nullptr ? NewArray<float>("float32 grad_input", input_size)
                                       : nullptr;
   auto wide_gg = grad_grid != nullptr ? NewArray<float>("float32 grad_grid", grid_size) : nullptr;
-  if (ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
-                                     wide_grad_output.get(), wide_input.get(), wide_grid.get(),
-                                     wide_gi.get(), wide_gg.get());
-      !err.success()) {
-    return err;
-  }
-  if (grad_input != nullptr) Narrow<H>(pool, wide_gi.get(), grad_input, input_size);
-  if (grad_grid != nullptr) Narrow<H>(pool, wide_gg.get(), grad_grid, grid_size);
-  return ffi::Error::Success();
+  ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
+                                 wide_grad_output.get(), wide_input.get(), wide_grid.get(),
+                                 wide_gi.get(), wide_gg.get());
+  if (err.success() && wide_gi) Narrow<H>(pool, wide_gi.get(), grad_input, input_size);
+  if (err.success() && wide_gg) Narrow<H>(pool, wide_gg.get(), grad_grid, grid_size);
+  return err;
 }
 
 // float16 and bfloat16 run the float32 kernel (half_precision.h).
@@ -532,17 +522,13 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
                         bool grid_mask, int64_t strategy) {
   return CatchExceptions([&]() -> ffi::Error {
     Geometry g;
-    if (ffi::Error err =
-            MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
+    if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
+                                              interpolation, padding, align_corners,
+                                              channels_last, &g);
         !err.success()) {
       return err;
     }
     const ffi::DataType dt = input.element_type();
-    int64_t dims[5];
-    const size_t rank = gs_ffi::OutputDims(grid, g, dims);
-    if (ffi::Error err = CheckShape("grad_output", grad_output, dt, dims, rank); !err.success()) {
-      return err;
-    }
     void* gi_ptr = nullptr;
     void* gg_ptr = nullptr;
     if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,

@@ -78,14 +78,6 @@ struct ParallelState {
       }
     }
   }
-
-  // Keeps the first exception and claims every chunk left; returns how many.
-  int64_t Fail(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!error) error = std::move(e);
-    const uint64_t r = unclaimed.exchange(0, std::memory_order_relaxed);
-    return static_cast<int64_t>((r >> 32) - (r & 0xffffffffu));
-  }
 };
 
 // Runs chunks until none is left; returns after the last claimed one. The
@@ -97,8 +89,11 @@ inline void RunChunks(const std::shared_ptr<ParallelState>& s, bool from_back) {
     int64_t done = 1;  // this chunk, and those a failure claims
     try {
       (*s->fn)(i);
-    } catch (...) {
-      done += s->Fail(std::current_exception());
+    } catch (...) {  // the first exception is kept; the chunks left are claimed
+      std::lock_guard<std::mutex> lock(s->mu);
+      if (!s->error) s->error = std::current_exception();
+      const uint64_t r = s->unclaimed.exchange(0, std::memory_order_relaxed);
+      done += static_cast<int64_t>((r >> 32) - (r & 0xffffffffu));
     }
     if (s->completed.fetch_add(done, std::memory_order_acq_rel) + done == s->num_chunks) {
       std::lock_guard<std::mutex> lock(s->mu);
