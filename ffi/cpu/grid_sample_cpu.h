@@ -98,7 +98,8 @@ struct AllocationFailure {
   uint64_t bytes;
 };
 
-// `count` (at least 1) default-initialized (not zeroed) values of T.
+// `count` (at least 1) default-initialized (not zeroed) values of T, or
+// AllocationFailure naming `buffer`; NewObject: one T.
 template <typename T>
 std::unique_ptr<T[]> NewArray(const char* buffer, int64_t count) {
   const auto n = static_cast<uint64_t>(std::max<int64_t>(1, count));
@@ -166,7 +167,6 @@ struct TapBlock {
   int part_begin[kTaps + 2];  // part[part_begin[n] .. part_begin[n + 1]): n taps
   int n_full;
 };
-
 
 // Pass 1 of FillTaps: the taps of one axis for `count` points (coordinate
 // stride K), stored axis-major so that the loop vectorizes across points.
