@@ -90,6 +90,11 @@ def grid_sample(
     infinity and the reflected position for a finite one; a coordinate so replaced has a zero
     gradient. ``docs/semantics.md`` has the exact rules.
 
+    Empty arrays (``N``, ``C`` or the grid's points 0) give empty outputs and zero gradients;
+    each array of a call (input, grid, output) must have fewer than ``2**62`` elements with its
+    zero-sized dimensions counted as 1 (a ``ValueError`` otherwise). A host buffer the native
+    CPU kernel cannot allocate fails the call with ``RESOURCE_EXHAUSTED``, naming the buffer.
+
     Examples
     --------
     >>> images = jnp.ones((8, 3, 64, 64))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -95,6 +96,20 @@ def parse_layout(layout: Any, rank: int) -> bool:
                      f"{first!r} (channels first, the default) or {last!r} (channels last)")
 
 
+# Every array of a call has fewer elements than this with its zero-sized dimensions counted as 1
+# (numpy's rule for array sizes), so that no size or index the native kernels form overflows
+# int64, even for an empty array; the native handlers check it again.
+ELEMENT_LIMIT = 2**62
+
+
+def _check_element_limit(shape: tuple[int, ...], argument: str) -> None:
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
+        return  # symbolic dimensions (jax.export): the native handlers check the real sizes
+    if math.prod(int(d) for d in shape if d > 1) >= ELEMENT_LIMIT:
+        raise ValueError(f"{argument} shape {tuple(shape)} is too large: the product of its "
+                         f"non-zero dimensions must be below 2**62")
+
+
 def check_sample_args(input: Any, grid: Any, layout: Any) -> bool:
     """Check input and grid of grid_sample; return whether the layout is channels-last."""
     for x, name in ((input, "input"), (grid, "grid")):
@@ -131,6 +146,9 @@ def check_sample_args(input: Any, grid: Any, layout: Any) -> bool:
             f"input and grid must have the same dtype, got input {np.dtype(input.dtype).name} "
             f"and grid {np.dtype(grid.dtype).name}"
         )
+    _check_element_limit(input.shape, "input")
+    _check_element_limit(grid.shape, "grid")
+    _check_element_limit(output_shape(input.shape, grid.shape, channels_last), "output")
     return channels_last
 
 

@@ -36,13 +36,19 @@ def start(config: pytest.Config, items: list, module) -> None:
     config.stash[module.BACKGROUND] = module.start_background(names)
 
 
-def result_of(request: pytest.FixtureRequest, module, name: str):
-    """The JSON that process `name` of `module` printed last (it must exit with 0)."""
+def result_of(request: pytest.FixtureRequest, module, name: str, timeout: float = 900):
+    """The JSON that process `name` of `module` printed last (it must exit with 0 within
+    `timeout` seconds of this call, or it is killed and the test fails)."""
     if module.BACKGROUND not in request.config.stash:
         start(request.config, request.session.items, module)
     run = request.config.stash[module.BACKGROUND][name]
     try:
-        stdout, stderr = run.communicate(timeout=900)
+        stdout, stderr = run.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        stdout, stderr = run.communicate()
+        pytest.fail(f"{name} did not finish within {timeout} s; its stderr ends:\n"
+                    f"{stderr[-3000:]}")
     finally:
         run.kill()  # a no-op once it has exited
     assert run.returncode == 0, stderr[-3000:]

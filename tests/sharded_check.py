@@ -14,7 +14,6 @@ import dataclasses
 import importlib.util
 import json
 import os
-import re
 from pathlib import Path
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
@@ -23,6 +22,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from hlo_collectives import count_collectives  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
@@ -32,9 +32,6 @@ jax.config.update("jax_enable_x64", True)
 shard_map = getattr(jax, "shard_map", None)
 if shard_map is None:  # jax < 0.7
     from jax.experimental.shard_map import shard_map
-
-COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
-
 
 @dataclasses.dataclass(frozen=True)
 class Case:
@@ -102,11 +99,6 @@ CASES = {
 # Run again under the other partitioner (Shardy or GSPMD, whichever is not the default).
 OTHER_PARTITIONER_CASES = ("points-2d-ho", "channels-2d-nhwc-native-auto",
                            "batch-points-2d-native")
-
-
-def count_collectives(hlo: str) -> dict[str, int]:
-    """How many of each collective a compiled HLO module runs (a -start/-done pair is one)."""
-    return {op: len(re.findall(rf"\s{op}(?:-start)?\(", hlo)) for op in COLLECTIVES}
 
 
 def _max_difference(got, expected) -> float:

@@ -534,6 +534,33 @@ def test_empty(shapes, channels_last):
     assert not np.any(np.asarray(gi)) and not np.any(np.asarray(gg))
 
 
+@pytest.mark.parametrize("shapes, channels_last", [
+    (((2, 0, 2**40, 1), (2, 64, 64, 2)), False),   # C = 0: no band of 2^40 rows
+    (((2, 0, 2**40, 1), (2, 64, 64, 2)), True),
+    (((1, 0, 2**20, 2**20, 2**20), (1, 4, 4, 4, 3)), False),  # C = 0: no plane of 2^60 elements
+    (((1, 3, 2, 2, 2), (1, 0, 2**29, 2**29, 3)), False),  # no point in 2^58 columns
+    (((1, 3, 2, 2, 2), (1, 0, 2**29, 2**29, 3)), True),
+], ids=["2d-c0-nchw", "2d-c0-nhwc", "3d-c0-nchw", "3d-no-points-nchw", "3d-no-points-nhwc"])
+def test_empty_with_huge_axes(shapes, channels_last):
+    """Empty operands with huge other axes: no work or memory in proportion to those axes.
+    The operands come from numpy, in their layout: XLA aborts making or transposing some of
+    them with jnp, and does not finish compiling a program that returns a channels-last
+    (1, 2^20, 2^20, 2^20, 0) gradient, so the 3D C = 0 case is channels first only."""
+    xs, gs = shapes
+    n, c, spatial = xs[0], xs[1], xs[2:]
+    x = jax.device_put(np.zeros((n,) + spatial + (c,) if channels_last else xs, np.float32))
+    grid = jax.device_put(np.ones(gs, np.float32))
+    out_shape = (n,) + gs[1:-1] + (c,) if channels_last else (n, c) + gs[1:-1]
+    out = _call_forward(x, grid, out_shape=out_shape, channels_last=channels_last)
+    go = jax.device_put(np.ones(out.shape, np.float32))
+    results = [jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(gs, grid.dtype)]
+    for mode in MODES.values():
+        gi, gg = _call_backward(go, x, grid, results, interpolation=np.int64(mode),
+                                channels_last=channels_last)
+        assert gi.shape == x.shape and gg.shape == grid.shape
+        assert not np.any(np.asarray(gi)) and not np.any(np.asarray(gg))
+
+
 # --- determinism ------------------------------------------------------------------------------
 
 def _determinism_problem():
@@ -1012,9 +1039,28 @@ G = jnp.zeros((1, 3, 4, 2), jnp.float32)
     (lambda: _call_backward(jnp.zeros((1, 2, 3, 4), jnp.float32), X, G,
                             [jax.ShapeDtypeStruct(G.shape, jnp.float64)], input_mask=False),
      "grad_grid"),
+    # a shape whose non-zero dimensions multiply to 2^62 or more, though it holds no element
+    # (backward calls with a non-empty result: XLA drops a call whose results are all empty)
+    (lambda: _call_backward(jnp.zeros((1, 0, 2, 2, 2), jnp.float32),
+                            jnp.zeros((1, 0) + (2**22,) * 3, jnp.float32),
+                            jnp.zeros((1, 2, 2, 2, 3), jnp.float32),
+                            [jax.ShapeDtypeStruct((1, 2, 2, 2, 3), jnp.float32)],
+                            input_mask=False),
+     r"input shape \(1, 0, 4194304, 4194304, 4194304\) is too large"),
+    (lambda: _call_backward(jnp.zeros((1, 1, 0, 2**61), jnp.float32), X[:, :1],
+                            jnp.zeros((1, 0, 2**61, 2), jnp.float32),
+                            [jax.ShapeDtypeStruct((1, 1, 4, 5), jnp.float32)], grid_mask=False),
+     r"grid shape \(1, 0, 2305843009213693952, 2\) is too large"),
+    (lambda: _call_backward(jnp.zeros((1, 2**12, 0, 2**50), jnp.float32),
+                            jnp.zeros((1, 2**12, 1, 1), jnp.float32),
+                            jnp.zeros((1, 0, 2**50, 2), jnp.float32),
+                            [jax.ShapeDtypeStruct((1, 2**12, 1, 1), jnp.float32)],
+                            grid_mask=False),
+     r"output shape \(1, 4096, 0, 1125899906842624\) is too large"),
 ], ids=["interpolation", "padding", "grid-last-dim", "rank-mismatch", "batch", "output-shape",
         "grid-dtype", "output-dtype", "int-dtype", "zero-spatial", "rank-3", "result-count",
-        "grad-output-shape", "grad-input-shape", "grad-grid-dtype"])
+        "grad-output-shape", "grad-input-shape", "grad-grid-dtype", "input-too-large",
+        "grid-too-large", "output-too-large"])
 def test_handler_rejects_bad_arguments(call, match):
     with pytest.raises(Exception, match=match):
         call()

@@ -38,6 +38,13 @@ G5 = jnp.zeros((2, 3, 3, 3, 3))
         (X4, G4.astype(jnp.int32), {}, TypeError, r"grid must have a floating dtype.*int32"),
         (X4, G4.astype(jnp.float32), {}, TypeError, r"same dtype.*float64.*float32"),
         ("image", G4, {}, TypeError, r"input must be an array"),
+        # empty, but the non-zero dimensions multiply to 2^62 or more (int64 sizes overflow)
+        (jnp.zeros((1, 0) + (2**22,) * 3), jnp.zeros((1, 2, 2, 2, 3)), {}, ValueError,
+         r"input shape \(1, 0, 4194304, 4194304, 4194304\) is too large.*below 2\*\*62"),
+        (jnp.zeros((0, 1, 2, 2, 2)), jnp.zeros((0,) + (2**21,) * 3 + (3,)), {}, ValueError,
+         r"grid shape \(0, 2097152, 2097152, 2097152, 3\) is too large"),
+        (jnp.zeros((0, 2**31, 2, 2)), jnp.zeros((0, 2**32, 1, 2)), {}, ValueError,
+         r"output shape \(0, 2147483648, 4294967296, 1\) is too large"),
     ],
 )
 def test_grid_sample_rejects(input, grid, kwargs, error, match):

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -42,6 +43,29 @@ inline const char* DTypeName(ffi::DataType dt) {
   }
 }
 
+// Every array of a call (input, grid, output and their gradients) has fewer
+// than 2^62 elements with its zero-sized dimensions counted as 1, so that no
+// size or index the kernels form overflows int64_t, even for an empty array.
+inline constexpr int64_t kElementLimit = int64_t{1} << 62;
+
+// Whether `dims`, zero-sized ones counted as 1, multiply to below kElementLimit.
+inline bool BelowElementLimit(ffi::Span<const int64_t> dims) {
+  int64_t product = 1;
+  for (const int64_t d : dims) {
+    if (d > 1 && product > (kElementLimit - 1) / d) return false;
+    if (d > 1) product *= d;
+  }
+  return true;
+}
+
+inline ffi::Error CheckElementLimit(const char* platform, const char* name,
+                                    ffi::Span<const int64_t> dims) {
+  if (BelowElementLimit(dims)) return ffi::Error::Success();
+  return InvalidArgument(platform, std::string(name) + " shape " + DimsToString(dims) +
+                                       " is too large: the product of its non-zero "
+                                       "dimensions must be below 2^62");
+}
+
 // Sizes of one call. Spatial sizes are (D, H, W) with D = 1 in 2D.
 struct Geometry {
   int k = 2;              // spatial rank
@@ -54,9 +78,42 @@ struct Geometry {
   bool channels_last = false;
 };
 
-// Validates input / grid / attributes and fills the geometry.
+// Checks that `buf` has dtype `dt` and dims `dims`.
+inline ffi::Error CheckShape(const char* platform, const char* name, const ffi::AnyBuffer& buf,
+                             ffi::DataType dt, const int64_t* dims, size_t rank) {
+  if (buf.element_type() != dt) {
+    return InvalidArgument(platform, std::string(name) + " dtype " +
+                                         DTypeName(buf.element_type()) +
+                                         " differs from input dtype " + DTypeName(dt));
+  }
+  const auto bd = buf.dimensions();
+  bool ok = bd.size() == rank;
+  for (size_t i = 0; ok && i < rank; ++i) ok = bd[i] == dims[i];
+  if (!ok) {
+    return InvalidArgument(platform, std::string(name) + " has shape " + DimsToString(bd) +
+                                         ", expected " +
+                                         DimsToString(ffi::Span<const int64_t>(dims, rank)));
+  }
+  return ffi::Error::Success();
+}
+
+// Expected output dims for the grid of a geometry; returns the rank.
+inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t* dims) {
+  const auto gd = grid.dimensions();
+  size_t r = 0;
+  dims[r++] = g.n;
+  if (!g.channels_last) dims[r++] = g.c;
+  for (int a = 0; a < g.k; ++a) dims[r++] = gd[1 + a];
+  if (g.channels_last) dims[r++] = g.c;
+  return r;
+}
+
+// Validates input / grid / attributes and `like_output` (named `name`: the
+// forward's output or the backward's grad_output), which must have the
+// output's shape and the input's dtype; fills the geometry.
 inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input,
-                               const ffi::AnyBuffer& grid, int64_t interpolation,
+                               const ffi::AnyBuffer& grid, const char* name,
+                               const ffi::AnyBuffer& like_output, int64_t interpolation,
                                int64_t padding, bool align_corners, bool channels_last,
                                Geometry* g) {
   const ffi::DataType dt = input.element_type();
@@ -106,6 +163,14 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
   g->k = k;
   g->n = id[0];
   g->c = channels_last ? id[id.size() - 1] : id[1];
+  g->channels_last = channels_last;
+  int64_t od[5];
+  const ffi::Span<const int64_t> output_dims(od, OutputDims(grid, *g, od));
+  for (const auto& [name, dims] : {std::pair<const char*, ffi::Span<const int64_t>>{"input", id},
+                                   {"grid", gd},
+                                   {"output", output_dims}}) {
+    if (ffi::Error err = CheckElementLimit(platform, name, dims); !err.success()) return err;
+  }
   const int64_t first_spatial = channels_last ? 1 : 2;
   int64_t sp[3] = {1, 1, 1};
   for (int a = 0; a < k; ++a) {
@@ -123,38 +188,7 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
   for (int a = 0; a < k; ++a) g->points *= gd[1 + a];
   g->padding = padding;
   g->align_corners = align_corners;
-  g->channels_last = channels_last;
-  return ffi::Error::Success();
-}
-
-// Checks that `buf` has dtype `dt` and dims `dims`.
-inline ffi::Error CheckShape(const char* platform, const char* name, const ffi::AnyBuffer& buf,
-                             ffi::DataType dt, const int64_t* dims, size_t rank) {
-  if (buf.element_type() != dt) {
-    return InvalidArgument(platform, std::string(name) + " dtype " +
-                                         DTypeName(buf.element_type()) +
-                                         " differs from input dtype " + DTypeName(dt));
-  }
-  const auto bd = buf.dimensions();
-  bool ok = bd.size() == rank;
-  for (size_t i = 0; ok && i < rank; ++i) ok = bd[i] == dims[i];
-  if (!ok) {
-    return InvalidArgument(platform, std::string(name) + " has shape " + DimsToString(bd) +
-                                         ", expected " +
-                                         DimsToString(ffi::Span<const int64_t>(dims, rank)));
-  }
-  return ffi::Error::Success();
-}
-
-// Expected output dims for the grid of a geometry; returns the rank.
-inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t* dims) {
-  const auto gd = grid.dimensions();
-  size_t r = 0;
-  dims[r++] = g.n;
-  if (!g.channels_last) dims[r++] = g.c;
-  for (int a = 0; a < g.k; ++a) dims[r++] = gd[1 + a];
-  if (g.channels_last) dims[r++] = g.c;
-  return r;
+  return CheckShape(platform, name, like_output, dt, od, output_dims.size());
 }
 
 // The backward's results (RemainingRets): one per true mask entry, grad_input

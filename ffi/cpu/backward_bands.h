@@ -12,7 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "grid_sample_cpu.h"
 #include "parallel.h"
@@ -34,7 +34,8 @@ inline constexpr int64_t kBandChunk = int64_t{1} << 16;
 // For every (batch element n, band b), the points (indices within n) with a
 // tap in band b, in increasing order, and their coordinates: entries
 // begin[n * bands + b] .. begin[n * bands + b + 1] of `points` (and K values
-// each of `coords`, so that a band's task reads them contiguously).
+// each of `coords`, so that a band's task reads them contiguously), of
+// `entries` in all.
 // chunk_begin[chunk * bands + b]: the first entry of band b that comes from
 // point chunk `chunk` (n * chunks_per_n + p / kBandChunk). first / last: per
 // point (n * points + p), its first and last band. A point with no tap in
@@ -42,10 +43,10 @@ inline constexpr int64_t kBandChunk = int64_t{1} << 16;
 // written.
 template <typename T>
 struct BandLists {
-  std::vector<int64_t> points;
-  std::vector<T> coords;
-  std::vector<int64_t> begin, chunk_begin;
-  std::vector<uint8_t> first, last;
+  int64_t entries = 0;
+  std::unique_ptr<int64_t[]> points, begin, chunk_begin;
+  std::unique_ptr<T[]> coords;
+  std::unique_ptr<uint8_t[]> first, last;
 };
 
 // Calls f(q, p, e0, e1) for every point p of point chunk `chunk` in order
@@ -60,10 +61,9 @@ void ForEachEntry(const BandLists<T>& lists, int64_t points, int64_t bands, int6
   const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
   const int64_t p_end = std::min(points, p_begin + kBandChunk);
   int64_t next[kMaxBands];
-  std::copy(lists.chunk_begin.begin() + chunk * bands,
-            lists.chunk_begin.begin() + (chunk + 1) * bands, next);
-  const uint8_t* first = lists.first.data();
-  const uint8_t* last = lists.last.data();
+  std::copy_n(lists.chunk_begin.get() + chunk * bands, bands, next);
+  const uint8_t* first = lists.first.get();
+  const uint8_t* last = lists.last.get();
   for (int64_t p = p_begin; p < p_end; ++p) {
     const int64_t q = n * points + p;
     const int bf = first[q], bl = last[q];
@@ -118,54 +118,53 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g, const T* grid
   const int64_t points = g.points;
   const int64_t chunks_per_n = CeilDiv(points, kBandChunk);
   const int64_t chunks = g.n * chunks_per_n;
-  out->first.resize(g.n * points);
-  out->last.resize(g.n * points);
+  out->first = NewArray<uint8_t>("first bands of the points", g.n * points);
+  out->last = NewArray<uint8_t>("last bands of the points", g.n * points);
   // Pass 1: each point's bands, and the per-(chunk, band) counts. The taps
   // of the last axis come from FillTaps' vectorized first pass.
   using TB = TapBlock<T, K, kInterp>;
-  std::vector<int64_t> counts(chunks * bands, 0);
+  auto counts = NewArray<int64_t>("band counts", chunks * bands);
   // The band of every index of the axis.
-  std::vector<uint8_t> band_of(std::max<int64_t>(1, size));
+  auto band_of = NewArray<uint8_t>("bands of the band axis", size);
   for (int64_t b = 0; b < bands; ++b) {
-    std::fill(band_of.begin() + BandStart(b, bands, size),
-              band_of.begin() + BandStart(b + 1, bands, size), static_cast<uint8_t>(b));
+    std::fill(band_of.get() + BandStart(b, bands, size),
+              band_of.get() + BandStart(b + 1, bands, size), static_cast<uint8_t>(b));
   }
   ParallelFor(pool, chunks, [&](int64_t chunk) {
     const int64_t n = chunk / chunks_per_n;
     const int64_t p_begin = (chunk % chunks_per_n) * kBandChunk;
     const int64_t p_end = std::min(points, p_begin + kBandChunk);
     int64_t count[kMaxBands] = {};
-    auto tb = NewTapBlock<TB>();
+    auto tb = NewObject<TB>("tap table");
     for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
       const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
       const T* block = grid + (n * points + p0) * K;
-      uint8_t* first = out->first.data() + n * points + p0;
-      uint8_t* last = out->last.data() + n * points + p0;
+      uint8_t* first = out->first.get() + n * points + p0;
+      uint8_t* last = out->last.get() + n * points + p0;
       WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-        BlockBands<T, K, kInterp>(block, cnt, size, pad, align, band_of.data(), bands, tb.get(),
+        BlockBands<T, K, kInterp>(block, cnt, size, pad, align, band_of.get(), bands, tb.get(),
                                   first, last, count);
       });
     }
-    std::copy(count, count + bands, counts.data() + chunk * bands);
+    std::copy(count, count + bands, counts.get() + chunk * bands);
   });
   // Offsets in (n, band, chunk) order.
-  std::vector<int64_t>& cursor = out->chunk_begin;
-  cursor.resize(chunks * bands);
-  out->begin.assign(g.n * bands + 1, 0);
+  out->chunk_begin = NewArray<int64_t>("band list offsets", chunks * bands);
+  out->begin = NewArray<int64_t>("band list offsets", g.n * bands + 1);
   int64_t pos = 0;
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t b = 0; b < bands; ++b) {
       out->begin[n * bands + b] = pos;
       for (int64_t c = 0; c < chunks_per_n; ++c) {
         const int64_t i = (n * chunks_per_n + c) * bands + b;
-        cursor[i] = pos;
+        out->chunk_begin[i] = pos;
         pos += counts[i];
       }
     }
   }
-  out->begin[g.n * bands] = pos;
-  out->points.resize(pos);
-  out->coords.resize(pos * K);
+  out->begin[g.n * bands] = out->entries = pos;
+  out->points = NewArray<int64_t>("band lists", pos);
+  out->coords = NewArray<T>("band lists' coordinates", pos * K);
   // Pass 2: each chunk writes its points and their coordinates into its
   // slots of the lists.
   ParallelFor(pool, chunks, [&](int64_t chunk) {

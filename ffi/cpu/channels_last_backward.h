@@ -15,7 +15,6 @@
 #define JAX_GRIDSAMPLE_FFI_CPU_CHANNELS_LAST_BACKWARD_H_
 
 #include <cstdint>
-#include <type_traits>
 
 #include "grid_sample_cpu.h"
 

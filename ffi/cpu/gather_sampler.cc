@@ -7,13 +7,9 @@
 #include "gather_sampler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <memory>
-#include <type_traits>
 
 #include "../common/grid_sample_math.h"
 #include "grid_sample_cpu.h"
@@ -370,7 +366,7 @@ namespace {
 template <int K, int kInterp>
 void RunChunk(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
               int64_t p_begin, int64_t p_end) {
-  std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
+  auto st = NewObject<SoaTaps<K, kInterp>>("tap table");
   ForwardGatherChunk<K, kInterp>(g, input, grid, output, n, p_begin, p_end, st.get());
 }
 

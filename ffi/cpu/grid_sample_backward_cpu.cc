@@ -127,9 +127,9 @@ class GenericBlock {
         a_(arrays),
         avx2_(avx2),
         grad_(grad),
-        tb_(NewTapBlock<TB>()),
-        gacc_(grad ? new T[kBlock * K] : nullptr),
-        acc_(kRows && grad ? new T[kBlock * kTaps] : nullptr) {}
+        tb_(NewObject<TB>("tap table")),
+        gacc_(grad ? NewArray<T>("grid-gradient sums", kBlock * K) : nullptr),
+        acc_(kRows && grad ? NewArray<T>("per-tap sums", kBlock * kTaps) : nullptr) {}
 
   // Points pidx[b] (within batch element t.n), coordinates block_grid, b <
   // cnt; grid-gradient sums to grid_out[b * K + a].
@@ -299,7 +299,7 @@ void RunTask(const Geometry& g, const BackwardArrays<T>& arrays, BackwardStrateg
              const BackwardTask<T>& t) {
   using Block = GenericBlock<T, K, kInterp, kChannelsLast>;
   Block block(g, arrays, strategy == BackwardStrategy::kChannelsLastAvx2, t.grid_out != nullptr);
-  std::unique_ptr<int64_t[]> pidx(new int64_t[Block::kBlock]);
+  std::unique_ptr<int64_t[]> pidx = NewArray<int64_t>("point indices", Block::kBlock);
   for (int64_t j0 = 0; j0 < t.count; j0 += Block::kBlock) {
     const int cnt = static_cast<int>(std::min(Block::kBlock, t.count - j0));
     for (int b = 0; b < cnt; ++b) pidx[b] = t.list != nullptr ? t.list[j0 + b] : t.p_begin + j0 + b;
@@ -370,19 +370,14 @@ void ReduceGridPartials(ffi::ThreadPool& pool, const Geometry& g, const Backward
 template <int K>
 void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const BackwardPlan& plan,
                            const BackwardArrays<float>& a) {
-  const int64_t bands = plan.bands, points = g.points;
+  const int64_t bands = plan.bands;
   // With several tasks per batch element, the points' tap offsets are
   // computed once, for all of them.
   std::unique_ptr<int32_t[]> offsets;
   if (bands * plan.nblocks > 1) {
-    offsets.reset(new int32_t[std::max<int64_t>(1, g.n * points)]);
-    constexpr int64_t kOffsetChunk = int64_t{1} << 14;
-    const int64_t chunks_per_n = CeilDiv(points, kOffsetChunk);
-    ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
-      const int64_t n = chunk / chunks_per_n;
-      const int64_t p_begin = (chunk % chunks_per_n) * kOffsetChunk;
-      NearestTapOffsetsF32<K>(g, a.grid, n, p_begin, std::min(points, p_begin + kOffsetChunk),
-                              offsets.get());
+    offsets = NewArray<int32_t>("nearest tap offsets", g.n * g.points);
+    ParallelForPoints(pool, g, int64_t{1} << 14, [&](int64_t n, int64_t p_begin, int64_t p_end) {
+      NearestTapOffsetsF32<K>(g, a.grid, n, p_begin, p_end, offsets.get());
     });
   }
   ParallelFor(pool, g.n * plan.nblocks * bands, [&](int64_t task) {
@@ -410,8 +405,11 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
   constexpr int64_t kBlock = TapBlock<T, K, kInterp>::kBlock;
   const int64_t points = g.points, grid_size = g.n * points * K;
   const bool need_gg = a.grad_grid != nullptr && kInterp != gs::kNearest;
-  if (a.grad_grid != nullptr && !need_gg) std::fill(a.grad_grid, a.grad_grid + grid_size, T(0));
-  if (g.n == 0) return;
+  // Without channels grad_input is empty and grad_grid a sum of nothing: no tasks.
+  if (a.grad_grid != nullptr && (!need_gg || g.c == 0)) {
+    std::fill(a.grad_grid, a.grad_grid + grid_size, T(0));
+  }
+  if (g.n == 0 || g.c == 0) return;
   auto run = [&](const BackwardTask<T>& t) {
     RunTask<T, K, kInterp, kChannelsLast>(g, a, strategy, t);
   };
@@ -420,12 +418,10 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
     if (!need_gg) return;
     // Grid gradient only: chunks of points, all channels.
     const int64_t pts = PointsPerChunk(points, g.c, kTaps, kBlock);
-    const int64_t chunks_per_n = points == 0 ? 0 : CeilDiv(points, pts);
-    ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
-      const int64_t n = chunk / chunks_per_n, p_begin = (chunk % chunks_per_n) * pts;
+    ParallelForPoints(pool, g, pts, [&](int64_t n, int64_t p_begin, int64_t p_end) {
       const int64_t q = n * points + p_begin;
-      run({n, 0, g.c, 0, band_axis, nullptr, a.grid + q * K, p_begin,
-           std::min(points, p_begin + pts) - p_begin, nullptr, a.grad_grid + q * K});
+      run({n, 0, g.c, 0, band_axis, nullptr, a.grid + q * K, p_begin, p_end - p_begin, nullptr,
+           a.grad_grid + q * K});
     });
     return;
   }
@@ -441,10 +437,10 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
   if (bands > 1) BuildBandLists<T, K, kInterp>(pool, g, a.grid, bands, &lists);
   // Grid-gradient partials per (channel block, entry) unless there is one
   // block and one band. Entries: those of the band lists, else the points.
-  const int64_t entries = bands > 1 ? static_cast<int64_t>(lists.points.size()) : g.n * points;
+  const int64_t entries = bands > 1 ? lists.entries : g.n * points;
   const bool split_grid = need_gg && (plan.nblocks > 1 || bands > 1);
-  std::unique_ptr<T[]> parts(split_grid ? new T[plan.nblocks * std::max<int64_t>(1, entries * K)]
-                                        : nullptr);
+  std::unique_ptr<T[]> parts(
+      split_grid ? NewArray<T>("grid-gradient partials", plan.nblocks * entries * K) : nullptr);
   ParallelFor(pool, g.n * plan.nblocks * bands, [&](int64_t task) {
     const int64_t band = task % bands, blk = (task / bands) % plan.nblocks;
     const int64_t n = task / (bands * plan.nblocks);
@@ -464,8 +460,8 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
     int64_t first_entry = n * points;
     if (bands > 1) {
       first_entry = lists.begin[n * bands + band];
-      t.list = lists.points.data() + first_entry;
-      t.coords = lists.coords.data() + first_entry * K;
+      t.list = lists.points.get() + first_entry;
+      t.coords = lists.coords.get() + first_entry * K;
       t.count = lists.begin[n * bands + band + 1] - first_entry;
     }
     if (split_grid) {
@@ -502,21 +498,19 @@ ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interp
                         BackwardStrategy strategy, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
                         ffi::AnyBuffer grid, void* grad_input, void* grad_grid) {
   const int64_t input_size = input.element_count(), grid_size = grid.element_count();
-  std::unique_ptr<float[]> wide_grad_output =
-      Widen<H>(pool, grad_output.untyped_data(), grad_output.element_count());
-  std::unique_ptr<float[]> wide_input = Widen<H>(pool, input.untyped_data(), input_size);
-  std::unique_ptr<float[]> wide_grid = Widen<H>(pool, grid.untyped_data(), grid_size);
-  std::unique_ptr<float[]> wide_gi(grad_input != nullptr ? FloatBuffer(input_size) : nullptr);
-  std::unique_ptr<float[]> wide_gg(grad_grid != nullptr ? FloatBuffer(grid_size) : nullptr);
-  if (ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
-                                     wide_grad_output.get(), wide_input.get(), wide_grid.get(),
-                                     wide_gi.get(), wide_gg.get());
-      !err.success()) {
-    return err;
-  }
-  if (grad_input != nullptr) Narrow<H>(pool, wide_gi.get(), grad_input, input_size);
-  if (grad_grid != nullptr) Narrow<H>(pool, wide_gg.get(), grad_grid, grid_size);
-  return ffi::Error::Success();
+  auto wide_grad_output = Widen<H>(pool, "float32 grad_output", grad_output.untyped_data(),
+                                   grad_output.element_count());
+  auto wide_input = Widen<H>(pool, "float32 input", input.untyped_data(), input_size);
+  auto wide_grid = Widen<H>(pool, "float32 grid", grid.untyped_data(), grid_size);
+  auto wide_gi = grad_input != nullptr ? NewArray<float>("float32 grad_input", input_size)
+                                      : nullptr;
+  auto wide_gg = grad_grid != nullptr ? NewArray<float>("float32 grad_grid", grid_size) : nullptr;
+  ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
+                                 wide_grad_output.get(), wide_input.get(), wide_grid.get(),
+                                 wide_gi.get(), wide_gg.get());
+  if (err.success() && wide_gi) Narrow<H>(pool, wide_gi.get(), grad_input, input_size);
+  if (err.success() && wide_gg) Narrow<H>(pool, wide_gg.get(), grad_grid, grid_size);
+  return err;
 }
 
 // float16 and bfloat16 run the float32 kernel (half_precision.h).
@@ -526,41 +520,39 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
                         int64_t padding, bool align_corners, bool channels_last, bool input_mask,
                         bool grid_mask, int64_t strategy) {
-  Geometry g;
-  if (ffi::Error err =
-          MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
-      !err.success()) {
-    return err;
-  }
-  const ffi::DataType dt = input.element_type();
-  int64_t dims[5];
-  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
-  if (ffi::Error err = CheckShape("grad_output", grad_output, dt, dims, rank); !err.success()) {
-    return err;
-  }
-  void* gi_ptr = nullptr;
-  void* gg_ptr = nullptr;
-  if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
-                                                     grid_mask, &gi_ptr, &gg_ptr);
-      !err.success()) {
-    return err;
-  }
-  BackwardStrategy chosen;
-  if (ffi::Error err = ResolveBackwardStrategy(strategy, g, dt, interpolation, &chosen);
-      !err.success()) {
-    return err;
-  }
-  switch (dt) {
-    case ffi::DataType::F16:
-      return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input, grid,
-                                         gi_ptr, gg_ptr);
-    case ffi::DataType::BF16:
-      return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input, grid,
-                                          gi_ptr, gg_ptr);
-    default:
-      return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
-                           input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
-  }
+  return CatchExceptions([&]() -> ffi::Error {
+    Geometry g;
+    if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
+                                              interpolation, padding, align_corners,
+                                              channels_last, &g);
+        !err.success()) {
+      return err;
+    }
+    const ffi::DataType dt = input.element_type();
+    void* gi_ptr = nullptr;
+    void* gg_ptr = nullptr;
+    if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
+                                                       grid_mask, &gi_ptr, &gg_ptr);
+        !err.success()) {
+      return err;
+    }
+    BackwardStrategy chosen;
+    if (ffi::Error err = ResolveBackwardStrategy(strategy, g, dt, interpolation, &chosen);
+        !err.success()) {
+      return err;
+    }
+    switch (dt) {
+      case ffi::DataType::F16:
+        return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input,
+                                           grid, gi_ptr, gg_ptr);
+      case ffi::DataType::BF16:
+        return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input,
+                                            grid, gi_ptr, gg_ptr);
+      default:
+        return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
+                             input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
+    }
+  });
 }
 
 ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,

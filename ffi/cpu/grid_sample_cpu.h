@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <new>
 #include <string>
 #include <type_traits>
-#include <utility>
 
 #include "../common/grid_sample_dtypes.h"
 #include "../common/grid_sample_math.h"
 #include "../common/grid_sample_validate.h"
+#include "parallel.h"
 #include "xla/ffi/api/ffi.h"
 
 // x86-64 with GCC or Clang: functions with __attribute__((target("avx2,fma")))
@@ -75,7 +76,6 @@ static_assert(std::is_same_v<ffi::NativeType<ffi::DataType::F64>, double>);
 // Validation and geometry are shared with the other platforms' handlers
 // (ffi/common/grid_sample_validate.h); errors start with "grid_sample (cpu): ".
 inline constexpr const char* kPlatform = "cpu";
-using gs_ffi::DimsToString;
 using gs_ffi::DTypeName;
 using gs_ffi::Geometry;
 
@@ -90,18 +90,49 @@ inline ffi::Error InvalidArgument(const std::string& msg) {
   return gs_ffi::InvalidArgument(kPlatform, msg);
 }
 
-// Validates input / grid / attributes and fills the geometry.
-inline ffi::Error MakeGeometry(const ffi::AnyBuffer& input, const ffi::AnyBuffer& grid,
-                               int64_t interpolation, int64_t padding, bool align_corners,
-                               bool channels_last, Geometry* g) {
-  return gs_ffi::MakeGeometry(kPlatform, input, grid, interpolation, padding, align_corners,
-                              channels_last, g);
+// A host buffer that could not be allocated: what it holds, its size. Thrown
+// by NewArray and NewObject (through ParallelFor too), returned by
+// CatchExceptions as kResourceExhausted.
+struct AllocationFailure {
+  const char* buffer;
+  uint64_t bytes;
+};
+
+// `count` (at least 1) default-initialized (not zeroed) values of T, or
+// AllocationFailure naming `buffer`; NewObject: one T.
+template <typename T>
+std::unique_ptr<T[]> NewArray(const char* buffer, int64_t count) {
+  const auto n = static_cast<uint64_t>(std::max<int64_t>(1, count));
+  T* p = new (std::nothrow) T[n];
+  if (p == nullptr) throw AllocationFailure{buffer, n * sizeof(T)};
+  return std::unique_ptr<T[]>(p);
 }
 
-// Checks that `buf` has the dtype and dims of the output (or of `like`).
-inline ffi::Error CheckShape(const char* name, const ffi::AnyBuffer& buf, ffi::DataType dt,
-                             const int64_t* dims, size_t rank) {
-  return gs_ffi::CheckShape(kPlatform, name, buf, dt, dims, rank);
+template <typename T>
+std::unique_ptr<T> NewObject(const char* buffer) {
+  T* p = new (std::nothrow) T;
+  if (p == nullptr) throw AllocationFailure{buffer, sizeof(T)};
+  return std::unique_ptr<T>(p);
+}
+
+// body()'s error, or that of the exception it throws: none escapes a handler.
+template <typename Body>
+ffi::Error CatchExceptions(Body&& body) noexcept {
+  ffi::ErrorCode code = ffi::ErrorCode::kResourceExhausted;
+  std::string msg;
+  try {
+    return body();
+  } catch (const AllocationFailure& e) {
+    msg = std::string("could not allocate the ") + e.buffer + " (" + std::to_string(e.bytes) +
+          " bytes)";
+  } catch (const std::exception& e) {  // std::bad_alloc: kResourceExhausted
+    if (dynamic_cast<const std::bad_alloc*>(&e) == nullptr) code = ffi::ErrorCode::kInternal;
+    msg = e.what();
+  } catch (...) {
+    code = ffi::ErrorCode::kInternal;
+    msg = "unknown exception";
+  }
+  return ffi::Error(code, std::string("grid_sample (") + kPlatform + "): " + msg);
 }
 
 // Taps of a block of output points: the in-range taps of each point (tensor
@@ -136,11 +167,6 @@ struct TapBlock {
   int part_begin[kTaps + 2];  // part[part_begin[n] .. part_begin[n + 1]): n taps
   int n_full;
 };
-
-template <typename TB>
-std::unique_ptr<TB> NewTapBlock() {
-  return std::unique_ptr<TB>(new TB);  // default-initialized: no zeroing
-}
 
 // Pass 1 of FillTaps: the taps of one axis for `count` points (coordinate
 // stride K), stored axis-major so that the loop vectorizes across points.
@@ -375,6 +401,17 @@ void FillTapTable(const T* grid, int64_t count, const Geometry& g, TapBlock<T, K
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ParallelFor over chunks of `per_chunk` points of each batch element of g:
+// f(n, p_begin, p_end) for every one.
+template <typename F>
+void ParallelForPoints(ffi::ThreadPool& pool, const Geometry& g, int64_t per_chunk, F&& f) {
+  const int64_t chunks_per_n = CeilDiv(g.points, per_chunk);
+  ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
+    const int64_t n = chunk / chunks_per_n, p_begin = (chunk % chunks_per_n) * per_chunk;
+    f(n, p_begin, std::min(g.points, p_begin + per_chunk));
+  });
+}
 
 // Whether one task per batch element keeps `threads` threads busy: rounds
 // of one element per thread at least 3/4 full.

@@ -8,8 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <new>
-#include <type_traits>
 
 #include "../common/ffi_contract.h"
 #include "gather_sampler.h"
@@ -59,7 +57,7 @@ GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* gri
                                  int64_t n, int64_t p_begin, int64_t p_end) {
   using TB = TapBlock<T, K, kInterp>;
   const int64_t channels = g.c, points = g.points, plane = g.plane;
-  auto tb = NewTapBlock<TB>();
+  auto tb = NewObject<TB>("tap table");
   for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
     const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
     FillTapTable<T, K, kInterp>(grid + (n * points + p0) * K, cnt, g, tb.get());
@@ -112,20 +110,19 @@ void ForwardPortable(ffi::ThreadPool& pool, const Geometry& g, const T* input, c
                      T* output) {
   using TB = TapBlock<T, K, kInterp>;
   const int64_t per_chunk = PointsPerChunk(g.points, g.c, TB::kTaps, TB::kBlock);
-  const int64_t chunks_per_n = CeilDiv(g.points, per_chunk);
-  ParallelFor(pool, g.n * chunks_per_n, [&](int64_t chunk) {
-    const int64_t n = chunk / chunks_per_n;
-    const int64_t p_begin = (chunk % chunks_per_n) * per_chunk;
-    const int64_t p_end = std::min(g.points, p_begin + per_chunk);
+  ParallelForPoints(pool, g, per_chunk, [&](int64_t n, int64_t p_begin, int64_t p_end) {
     RunPortableChunk<T, K, kInterp, kChannelsLast>(g, input, grid, output, n, p_begin, p_end);
   });
 }
 
 // A batch element per task where the pairs or the tile sampler read whole
 // planes at random and that keeps the threads busy (each core's cache then
-// holds its own element's pixels), else chunks of points.
+// holds its own element's pixels), else chunks of points. Through the copy,
+// always a batch element: each task copies it into a buffer of its own,
+// which stays in the core's cache, and samples all of its points from there.
 int64_t VectorPointsPerTask(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                             ForwardStrategy strategy) {
+  if (strategy == ForwardStrategy::kTilesViaCopy) return g.points;
   const bool whole = (strategy == ForwardStrategy::kTiles || SamplesPairs(g, interpolation)) &&
                      ElementsKeepThreadsBusy(pool.num_threads(), g);
   const int taps = gs::TapsPerPoint(g.k, static_cast<int>(interpolation));
@@ -135,33 +132,12 @@ int64_t VectorPointsPerTask(ffi::ThreadPool& pool, const Geometry& g, int64_t in
 // The float32 vector strategies (tile_sampler.h, gather_sampler.h).
 void ForwardVector(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                    ForwardStrategy strategy, const float* input, const float* grid, float* output) {
-  if (strategy == ForwardStrategy::kTilesViaCopy) {
-    // One task per batch element copies it into a buffer of its own, which
-    // stays in the core's cache, and samples all of its points from there.
-    const int64_t floats = ViaChannelsLastBufferFloats(g);
-    ParallelFor(pool, g.n, [&](int64_t n) {
-      std::unique_ptr<float[]> buffer(new (std::nothrow) float[floats]);
-      if (buffer != nullptr) {
-        ForwardTilesViaCopyF32(g, interpolation, input, grid, output, n, buffer.get());
-      } else {  // no memory for the copy: the portable strategy (the same results)
-        DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
-          RunPortableChunk<float, decltype(k)::value, decltype(interp)::value, false>(
-              g, input, grid, output, n, 0, g.points);
-        });
-      }
-    });
-    return;
-  }
   const int64_t per_task = VectorPointsPerTask(pool, g, interpolation, strategy);
-  const int64_t tasks_per_n = CeilDiv(g.points, per_task);
-  ParallelFor(pool, g.n * tasks_per_n, [&](int64_t task) {
-    const int64_t n = task / tasks_per_n;
-    const int64_t p_begin = (task % tasks_per_n) * per_task;
-    const int64_t p_end = std::min(g.points, p_begin + per_task);
-    if (strategy == ForwardStrategy::kTiles) {
-      ForwardTilesF32(g, interpolation, input, grid, output, n, p_begin, p_end);
-    } else {
+  ParallelForPoints(pool, g, per_task, [&](int64_t n, int64_t p_begin, int64_t p_end) {
+    if (strategy == ForwardStrategy::kGather) {
       ForwardGatherF32(g, interpolation, input, grid, output, n, p_begin, p_end);
+    } else {
+      ForwardTilesF32(g, interpolation, input, grid, output, n, p_begin, p_end);
     }
   });
 }
@@ -192,16 +168,14 @@ template <typename H>
 ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                        ForwardStrategy strategy, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::AnyBuffer output) {
-  std::unique_ptr<float[]> wide_input = Widen<H>(pool, input.untyped_data(), input.element_count());
-  std::unique_ptr<float[]> wide_grid = Widen<H>(pool, grid.untyped_data(), grid.element_count());
-  std::unique_ptr<float[]> wide_output = FloatBuffer(output.element_count());
-  if (ffi::Error err = ForwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
-                                    wide_input.get(), wide_grid.get(), wide_output.get());
-      !err.success()) {
-    return err;
-  }
-  Narrow<H>(pool, wide_output.get(), output.untyped_data(), output.element_count());
-  return ffi::Error::Success();
+  auto wide_input = Widen<H>(pool, "float32 input", input.untyped_data(), input.element_count());
+  auto wide_grid = Widen<H>(pool, "float32 grid", grid.untyped_data(), grid.element_count());
+  const int64_t wide_size = output.element_count();
+  auto wide_output = NewArray<float>("float32 output", wide_size);
+  ffi::Error err = ForwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
+                                wide_input.get(), wide_grid.get(), wide_output.get());
+  if (err.success()) Narrow<H>(pool, wide_output.get(), output.untyped_data(), wide_size);
+  return err;
 }
 
 // `strategy`: ForwardStrategy::kAuto (the production target) or one to force
@@ -209,34 +183,31 @@ ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpo
 ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
                        bool align_corners, bool channels_last, int64_t strategy) {
-  Geometry g;
-  if (ffi::Error err =
-          MakeGeometry(input, grid, interpolation, padding, align_corners, channels_last, &g);
-      !err.success()) {
-    return err;
-  }
-  int64_t dims[5];
-  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
-  if (ffi::Error err = CheckShape("output", *output, input.element_type(), dims, rank);
-      !err.success()) {
-    return err;
-  }
-  const ffi::DataType dt = input.element_type();
-  ForwardStrategy chosen;
-  if (ffi::Error err =
-          ResolveForwardStrategy(strategy, g, dt, interpolation, pool.num_threads(), &chosen);
-      !err.success()) {
-    return err;
-  }
-  switch (dt) {
-    case ffi::DataType::F16:
-      return ForwardHalf<gs::F16Format>(pool, g, interpolation, chosen, input, grid, *output);
-    case ffi::DataType::BF16:
-      return ForwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, input, grid, *output);
-    default:
-      return ForwardTyped(pool, g, dt, interpolation, chosen, input.untyped_data(),
-                          grid.untyped_data(), output->untyped_data());
-  }
+  return CatchExceptions([&]() -> ffi::Error {
+    Geometry g;
+    if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "output", *output,
+                                              interpolation, padding, align_corners,
+                                              channels_last, &g);
+        !err.success()) {
+      return err;
+    }
+    const ffi::DataType dt = input.element_type();
+    ForwardStrategy chosen;
+    if (ffi::Error err =
+            ResolveForwardStrategy(strategy, g, dt, interpolation, pool.num_threads(), &chosen);
+        !err.success()) {
+      return err;
+    }
+    switch (dt) {
+      case ffi::DataType::F16:
+        return ForwardHalf<gs::F16Format>(pool, g, interpolation, chosen, input, grid, *output);
+      case ffi::DataType::BF16:
+        return ForwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, input, grid, *output);
+      default:
+        return ForwardTyped(pool, g, dt, interpolation, chosen, input.untyped_data(),
+                            grid.untyped_data(), output->untyped_data());
+    }
+  });
 }
 
 ffi::Error ForwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,

@@ -20,15 +20,11 @@ namespace gs_cpu {
 
 inline constexpr int64_t kConvertChunk = int64_t{1} << 16;
 
-// A float32 buffer of `count` values (uninitialized).
-inline std::unique_ptr<float[]> FloatBuffer(int64_t count) {
-  return std::unique_ptr<float[]>(new float[std::max<int64_t>(1, count)]);
-}
-
-// A float32 copy of the `count` values of format H at `src`.
+// A float32 copy of the `count` values of format H at `src` (`name`: of what).
 template <typename H>
-std::unique_ptr<float[]> Widen(ffi::ThreadPool& pool, const void* src, int64_t count) {
-  std::unique_ptr<float[]> out = FloatBuffer(count);
+std::unique_ptr<float[]> Widen(ffi::ThreadPool& pool, const char* name, const void* src,
+                               int64_t count) {
+  std::unique_ptr<float[]> out = NewArray<float>(name, count);
   const auto* from = static_cast<const typename H::Storage*>(src);
   float* to = out.get();
   ParallelFor(pool, CeilDiv(count, kConvertChunk), [&](int64_t chunk) {

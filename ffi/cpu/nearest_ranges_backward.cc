@@ -138,8 +138,8 @@ GS_CPU_VECTOR void NearestRangesTaskF32(const Geometry& g, const NearestBackward
   // the ranges are no larger than NearestStagingRanges asks).
   const int64_t most = std::max<int64_t>(8, kNearestStagingBytes / (span * 4) / 8 * 8);
   const int64_t per_pass = std::min(RoundUp8(t.c_end - t.c_begin), most);
-  std::unique_ptr<float[]> staging(new float[(span + 8) * per_pass]);
-  std::unique_ptr<ST> st(t.offsets == nullptr ? new ST : nullptr);
+  std::unique_ptr<float[]> staging = NewArray<float>("staging copy", (span + 8) * per_pass);
+  std::unique_ptr<ST> st(t.offsets == nullptr ? NewObject<ST>("tap table") : nullptr);
   // grad_input (rows of a plane) is streamed as a forward output would be.
   const bool stream = StreamsRuns(plane, g.n * g.c * plane);
   for (int64_t c_pass = t.c_begin; c_pass < t.c_end; c_pass += per_pass) {
@@ -168,7 +168,7 @@ template <int K>
 GS_CPU_VECTOR void NearestTapOffsetsF32(const Geometry& g, const float* grid, int64_t n,
                                         int64_t p_begin, int64_t p_end, int32_t* offsets) {
   using ST = SoaTaps<K, gs::kNearest>;
-  std::unique_ptr<ST> st(new ST);
+  std::unique_ptr<ST> st = NewObject<ST>("tap table");
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     FillSoaTaps<K, gs::kNearest>(grid + (n * g.points + p0) * K, cnt, g, st.get());

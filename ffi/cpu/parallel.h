@@ -23,6 +23,10 @@
 // woken from one can start as late as a whole chunk of a small call takes
 // to run.
 //
+// A chunk that throws claims every chunk left, so that no other starts; the
+// caller rethrows the first exception once every claimed chunk has ended (no
+// helper touches `f` after that).
+//
 // How chunks map to threads never affects results: every kernel makes its
 // chunking depend on shapes only and writes each output element from exactly
 // one chunk, in a fixed order.
@@ -34,6 +38,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -58,6 +63,7 @@ struct ParallelState {
   std::atomic<int64_t> completed{0};
   std::mutex mu;
   std::condition_variable cv;
+  std::exception_ptr error;  // the first chunk's exception (under mu)
 
   // The first (or, from_back, the last) unclaimed chunk, now claimed; -1
   // when none is left.
@@ -80,8 +86,16 @@ inline void RunChunks(const std::shared_ptr<ParallelState>& s, bool from_back) {
   for (;;) {
     const int64_t i = s->Claim(from_back);
     if (i < 0) return;
-    (*s->fn)(i);
-    if (s->completed.fetch_add(1, std::memory_order_acq_rel) + 1 == s->num_chunks) {
+    int64_t done = 1;  // this chunk, and those a failure claims
+    try {
+      (*s->fn)(i);
+    } catch (...) {  // the first exception is kept; the chunks left are claimed
+      std::lock_guard<std::mutex> lock(s->mu);
+      if (!s->error) s->error = std::current_exception();
+      const uint64_t r = s->unclaimed.exchange(0, std::memory_order_relaxed);
+      done += static_cast<int64_t>((r >> 32) - (r & 0xffffffffu));
+    }
+    if (s->completed.fetch_add(done, std::memory_order_acq_rel) + done == s->num_chunks) {
       std::lock_guard<std::mutex> lock(s->mu);
       s->cv.notify_all();
     }
@@ -199,19 +213,24 @@ inline void ParallelFor(xla::ffi::ThreadPool& pool, int64_t num_chunks,
   }
   auto state = std::make_shared<detail::ParallelState>(num_chunks, &f);
   const int64_t helpers = std::min(threads, num_chunks) - 1;
-  for (int64_t h = detail::Lingerers::Get().Offer(state, helpers); h < helpers; ++h) {
-    pool.Schedule([state]() mutable {
-      detail::RunChunks(state, true);
-      state.reset();
-      detail::Lingerers::Get().Linger();
-    });
+  try {
+    for (int64_t h = detail::Lingerers::Get().Offer(state, helpers); h < helpers; ++h) {
+      pool.Schedule([state]() mutable {
+        detail::RunChunks(state, true);
+        state.reset();
+        detail::Lingerers::Get().Linger();
+      });
+    }
+  } catch (...) {  // a helper not scheduled: the caller runs its chunks
   }
   detail::RunChunks(state, false);
-  if (detail::SpinUntilCompleted(*state)) return;
-  std::unique_lock<std::mutex> lock(state->mu);
-  state->cv.wait(lock, [&] {
-    return state->completed.load(std::memory_order_acquire) == num_chunks;
-  });
+  if (!detail::SpinUntilCompleted(*state)) {
+    std::unique_lock<std::mutex> lock(state->mu);
+    state->cv.wait(lock, [&] {
+      return state->completed.load(std::memory_order_acquire) == num_chunks;
+    });
+  }
+  if (state->error) std::rethrow_exception(state->error);
 }
 
 }  // namespace gs_cpu

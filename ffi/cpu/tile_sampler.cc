@@ -231,7 +231,7 @@ GS_CPU_VECTOR void SamplePoints(const Geometry& g, const float* pixels, int64_t 
 template <int K, int kInterp>
 void Sample(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
             int64_t p_begin, int64_t p_end, float* buffer) {
-  std::unique_ptr<SoaTaps<K, kInterp>> st(new SoaTaps<K, kInterp>);
+  auto st = NewObject<SoaTaps<K, kInterp>>("tap table");
   if (g.channels_last) {
     std::fill(buffer, buffer + g.c, 0.f);
     SamplePoints<K, kInterp>(g, input + n * g.plane * g.c, g.c, buffer, grid, output, n, p_begin,
@@ -245,25 +245,17 @@ void Sample(const Geometry& g, const float* input, const float* grid, float* out
   SamplePoints<K, kInterp>(g, buffer, stride, zeros, grid, output, n, p_begin, p_end, st.get());
 }
 
-void Run(const Geometry& g, int64_t interpolation, const float* input, const float* grid,
-         float* output, int64_t n, int64_t p_begin, int64_t p_end, float* buffer) {
-  DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
-    Sample<decltype(k)::value, decltype(interp)::value>(g, input, grid, output, n, p_begin, p_end,
-                                                        buffer);
-  });
-}
-
 }  // namespace
-
-void ForwardTilesViaCopyF32(const Geometry& g, int64_t interpolation, const float* input,
-                            const float* grid, float* output, int64_t n, float* buffer) {
-  Run(g, interpolation, input, grid, output, n, 0, g.points, buffer);
-}
 
 void ForwardTilesF32(const Geometry& g, int64_t interpolation, const float* input,
                      const float* grid, float* output, int64_t n, int64_t p_begin, int64_t p_end) {
-  std::unique_ptr<float[]> zeros(new float[g.c]);
-  Run(g, interpolation, input, grid, output, n, p_begin, p_end, zeros.get());
+  auto buffer = g.channels_last ? NewArray<float>("row of zeros", g.c)
+                                : NewArray<float>("channels-last copy of a batch element",
+                                                  ViaChannelsLastBufferFloats(g));
+  DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
+    Sample<decltype(k)::value, decltype(interp)::value>(g, input, grid, output, n, p_begin, p_end,
+                                                        buffer.get());
+  });
 }
 
 }  // namespace gs_cpu

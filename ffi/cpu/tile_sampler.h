@@ -28,18 +28,13 @@ int64_t ChannelsLastStride(int64_t channels);
 // channels and planes larger than half an L1 (of 32 KiB, assumed).
 bool ViaChannelsLastPays(const Geometry& g, int64_t interpolation);
 
-// Floats of the buffer that ForwardTilesViaCopyF32 needs: the copy of one
+// Floats of the buffer a channels-first forward allocates: the copy of one
 // batch element and a row of zeros.
 int64_t ViaChannelsLastBufferFloats(const Geometry& g);
 
-// Forward of all points of batch element n of channels-first input through
-// a channels-last copy of that element made in `buffer`
-// (ViaChannelsLastBufferFloats(g) floats).
-void ForwardTilesViaCopyF32(const Geometry& g, int64_t interpolation, const float* input,
-                            const float* grid, float* output, int64_t n, float* buffer);
-
-// Forward of points [p_begin, p_end) of batch element n of channels-last
-// input, read in place.
+// Forward of points [p_begin, p_end) of batch element n: channels-last input
+// read in place; channels-first input (kTilesViaCopy: all the points of n
+// at once) through a channels-last copy of the element.
 void ForwardTilesF32(const Geometry& g, int64_t interpolation, const float* input,
                      const float* grid, float* output, int64_t n, int64_t p_begin, int64_t p_end);
 

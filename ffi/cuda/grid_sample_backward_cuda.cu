@@ -374,18 +374,13 @@ ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer grad_output, ffi::An
                         int64_t padding, bool align_corners, bool channels_last, bool input_mask,
                         bool grid_mask, bool deterministic) {
   gs_ffi::Geometry g;
-  if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, interpolation, padding,
-                                            align_corners, channels_last, &g);
+  if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
+                                            interpolation, padding, align_corners, channels_last,
+                                            &g);
       !err.success()) {
     return err;
   }
   const ffi::DataType dt = input.element_type();
-  int64_t dims[5];
-  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
-  if (ffi::Error err = gs_ffi::CheckShape(kPlatform, "grad_output", grad_output, dt, dims, rank);
-      !err.success()) {
-    return err;
-  }
   void* gi_ptr = nullptr;
   void* gg_ptr = nullptr;
   if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,

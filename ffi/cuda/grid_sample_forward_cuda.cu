@@ -68,15 +68,9 @@ ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer
                        ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
                        bool align_corners, bool channels_last) {
   gs_ffi::Geometry g;
-  if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, interpolation, padding,
-                                            align_corners, channels_last, &g);
-      !err.success()) {
-    return err;
-  }
-  int64_t dims[5];
-  const size_t rank = gs_ffi::OutputDims(grid, g, dims);
-  if (ffi::Error err = gs_ffi::CheckShape(kPlatform, "output", *output, input.element_type(),
-                                          dims, rank);
+  if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "output", *output,
+                                            interpolation, padding, align_corners, channels_last,
+                                            &g);
       !err.success()) {
     return err;
   }

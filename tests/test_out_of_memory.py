@@ -1,0 +1,47 @@
+"""A native call whose host buffer cannot be allocated fails with RESOURCE_EXHAUSTED naming the
+buffer and its size, and the process goes on: nothing escapes the FFI handler, and a failure in a
+parallel task reaches the caller only after every helper thread has stopped (ffi/cpu/parallel.h).
+
+memory_limit_check.py provokes the failures in a subprocess under an address-space limit.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import background
+import pytest
+
+from jax_gridsample import _native
+
+pytestmark = pytest.mark.skipif(not _native.cpu_available(), reason="native CPU kernel not built")
+
+BACKGROUND = pytest.StashKey[dict]()
+
+
+def start_background(names: list[str]) -> dict:
+    """memory_limit_check.py, which every test here reads (see background.py)."""
+    script = str(Path(__file__).with_name("memory_limit_check.py"))
+    return {"findings": background.start_python(script)}
+
+
+@pytest.fixture(scope="module")
+def findings(request) -> dict:
+    return background.result_of(request, sys.modules[__name__], "findings", timeout=120)
+
+
+def test_allocation_failure_in_a_parallel_task(findings):
+    found = findings["forward"]
+    assert found["error"] == (
+        "JaxRuntimeError: RESOURCE_EXHAUSTED: grid_sample (cpu): could not allocate the row of "
+        f"zeros ({found['bytes']} bytes)")
+    assert found["after"] == [1.0, 1.0]  # the same call, without the limit
+
+
+def test_allocation_failure_in_the_handler(findings):
+    found = findings["backward"]
+    assert found["error"] == (
+        "JaxRuntimeError: RESOURCE_EXHAUSTED: grid_sample (cpu): could not allocate the float32 "
+        f"input ({found['bytes']} bytes)")
+    assert found["after"] == 1.0
