@@ -189,9 +189,12 @@ def _attrs(interp, pad, ac, deterministic=False, channels_last=False, stream=Tru
 @functools.cache
 def _jitted_call(target, results, aliases, attrs):
     """A jitted FFI call, one per target, result types, aliases and attributes, so that calling
-    it again on arrays of the same types runs the program compiled the first time."""
+    it again on arrays of the same types runs the program compiled the first time. The call
+    returns once the results are ready: JAX dispatches asynchronously, and the simulator's log is
+    read right after."""
     call = jax.ffi.ffi_call(target, results, input_output_aliases=dict(aliases) or None)
-    return jax.jit(lambda *operands: call(*operands, **dict(attrs)))
+    jitted = jax.jit(lambda *operands: call(*operands, **dict(attrs)))
+    return lambda *operands: jax.block_until_ready(jitted(*operands))
 
 
 def ascend_forward(x, g, interp, pad, ac, stream=True, **kw):
@@ -783,7 +786,7 @@ def ascend_kernel(sim, monkeypatch):
 def _ran_on_aclnn(sim, fn) -> tuple[bool, bool]:
     """Run fn; whether the forward and the backward entry points were launched."""
     sim.lib.sim_clear_log()
-    fn()
+    jax.block_until_ready(fn())
     calls = _calls(sim.log())
     return (any(re.fullmatch(r"aclnnGridSampler[23]D", c) for c in calls),
             any(re.fullmatch(r"aclnnGridSampler[23]DBackward", c) for c in calls))
@@ -1147,7 +1150,7 @@ def test_public_api_runs_on_aclnn(sim, ascend_kernel):
 
     hlo = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, g).as_text()
     assert FORWARD in hlo and BACKWARD in hlo
-    gx, gg = jax.grad(loss, argnums=(0, 1))(x, g)
+    gx, gg = jax.block_until_ready(jax.grad(loss, argnums=(0, 1))(x, g))
     calls = _calls(sim.log())
     assert "aclnnGridSampler2D" in calls and "aclnnGridSampler2DBackward" in calls
     out, _, _ = oracle(x, g, np.zeros((2, 3, 3, 4)), 0, 1, False)
