@@ -311,8 +311,15 @@ def _matching(cases: list[dict], pattern: str | None) -> list[dict]:
     return [c for c in cases if regex.search(c["name"])]
 
 
-def _quick_align_corners(dim: int, mode_index: int, pad_index: int) -> bool:
-    return bool((mode_index + pad_index + dim) % 2)
+def _combinations(quick: bool) -> Iterable[tuple[int, str, str, bool]]:
+    """(dim, mode, padding, align_corners) for every dimension, mode and padding: both
+    align_corners, or (``quick``) one, alternating."""
+    for dim, modes in MODES.items():
+        for mode_index, mode in enumerate(modes):
+            for pad_index, padding in enumerate(PADDINGS):
+                for align_corners in (False, True):
+                    if not quick or align_corners == bool((mode_index + pad_index + dim) % 2):
+                        yield dim, mode, padding, align_corners
 
 
 def covered_cases(quick: bool = False, pattern: str | None = None) -> list[dict]:
@@ -325,19 +332,13 @@ def covered_cases(quick: bool = False, pattern: str | None = None) -> list[dict]
     decision (check_case reports "routed" for the rest).
     """
     cases = []
-    for dim, modes in MODES.items():
-        for mode_index, mode in enumerate(modes):
-            for pad_index, padding in enumerate(PADDINGS):
-                for align_corners in (False, True):
-                    if quick and align_corners != _quick_align_corners(dim, mode_index,
-                                                                       pad_index):
-                        continue
-                    for dtype in ("float32",) if quick else DTYPES:
-                        combo = (dim, mode, padding, align_corners, dtype)
-                        cases.append(_case(*combo, "forward"))
-                        for det in (False, True):
-                            for mask in ((True, True),) if quick else MASKS:
-                                cases.append(_case(*combo, "backward", mask, det))
+    for dim, mode, padding, align_corners in _combinations(quick):
+        for dtype in ("float32",) if quick else DTYPES:
+            combo = (dim, mode, padding, align_corners, dtype)
+            cases.append(_case(*combo, "forward"))
+            for det in (False, True):
+                for mask in ((True, True),) if quick else MASKS:
+                    cases.append(_case(*combo, "backward", mask, det))
     return _matching(cases, pattern)
 
 
@@ -586,16 +587,10 @@ def check_coordinates(device: jax.Device, host_device: jax.Device, dtype: str = 
     _require_x64()
     tol = TOLERANCES[dtype]
     checks = []
-    for dim, modes in MODES.items():
-        for mode_index, mode in enumerate(modes):
-            for pad_index, padding in enumerate(PADDINGS):
-                for align_corners in (False, True):
-                    if quick and align_corners != _quick_align_corners(dim, mode_index,
-                                                                       pad_index):
-                        continue
-                    for half in (False, True):
-                        checks.append(_check_exact(device, host_device, dim, mode, padding,
-                                                   align_corners, half, dtype, tol))
+    for dim, mode, padding, align_corners in _combinations(quick):
+        for half in (False, True):
+            checks.append(_check_exact(device, host_device, dim, mode, padding, align_corners,
+                                       half, dtype, tol))
     statuses = {c["status"] for c in checks}
     status = "fail" if "fail" in statuses else "reported" if "reported" in statuses else "routed"
     return dict(status=status, checks=checks)
