@@ -207,6 +207,11 @@ class Capabilities:
                 f"{len(_MODULE.probe_cases())} probed kinds of call rejected")
 
 
+def device_name(device: jax.Device) -> str:
+    """``platform:id``, as messages name a device (``str(device)`` differs across jax releases)."""
+    return f"{device.platform}:{device.id}"
+
+
 def _device_ordinal(device: jax.Device) -> int:
     ordinal = getattr(device, "local_hardware_id", None)
     return device.id if ordinal is None else int(ordinal)
@@ -214,7 +219,7 @@ def _device_ordinal(device: jax.Device) -> int:
 
 def run_probe(probe_target: str, extra_attributes: dict, device: jax.Device) -> Capabilities:
     """Run the probe target once on ``device`` and read its report."""
-    name = str(device)
+    name = device_name(device)
     call = jax.ffi.ffi_call(probe_target, jax.ShapeDtypeStruct((1,), np.uint8))
     try:
         anchor = jax.device_put(np.zeros((1,), np.uint8), device)  # runs the call there

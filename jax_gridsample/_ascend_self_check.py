@@ -25,6 +25,8 @@ import warnings
 import jax
 import numpy as np
 
+from . import _ascend
+
 ENV_VAR = "JAX_GRIDSAMPLE_ASCEND_SELF_CHECK"
 # Largest max|aclnn - reference| / max|reference| accepted (float32 on the same device).
 TOLERANCE = 1e-4
@@ -195,7 +197,7 @@ def run(kernel, platform: str) -> SelfCheck:
     """Run the self-check of ``kernel`` (an ``_ascend.AscendKernel``) on ``platform``'s first
     device; warn once if anything failed."""
     device = kernel.device(platform)
-    name = str(device)
+    name = _ascend.device_name(device)
     data = {(k, ac): _data(k, ac, seed) for seed, (k, _, _, ac) in enumerate(CASES)}
     calls = [c for c in _calls() if kernel.rejects(
         platform, c.mask is not None, _avals(c, *data[(c.k, c.align_corners)]),

@@ -17,6 +17,7 @@ never completes) prints every thread's stack and exits with an error.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -118,7 +119,9 @@ def train(mesh, steps: int = 4) -> dict:
 
     unsharded, _ = fit(*(jax.device_put(a, local) for a in (identity, images, targets)))
     on_batch = NamedSharding(mesh, P("d"))
-    with jax.set_mesh(mesh):  # jax.jit(optimizer.init) needs it on a mesh of explicit axes
+    # jax.jit(optimizer.init) needs it on a mesh of explicit axes (jax.make_mesh's default since
+    # jax 0.7; older releases have neither)
+    with jax.set_mesh(mesh) if hasattr(jax, "set_mesh") else contextlib.nullcontext():
         params, losses = fit(put(identity, NamedSharding(mesh, P())), put(images, on_batch),
                              put(targets, on_batch))
     copies = [np.asarray(shard.data) for shard in params.addressable_shards]
