@@ -8,6 +8,9 @@
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_ascend {
+// What error messages name the platform ("grid_sample (ascend): ...").
+inline constexpr const char* kPlatform = "ascend";
+
 // The device stream (aclrtStream is a void*) of the PJRT plugin running the
 // call: what xla::ffi::PlatformStream<aclrtStream> decodes, except that a
 // runtime without streams decodes to null instead of failing to decode, so

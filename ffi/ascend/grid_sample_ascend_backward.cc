@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../common/ffi_contract.h"
+#include "../common/handler_exceptions.h"
 #include "aclnn_api.h"
 #include "aclnn_call.h"
 #include "determinism.h"
@@ -166,15 +167,18 @@ ffi::Error BackwardOnTestStream(int32_t device_ordinal, ffi::ScratchAllocator sc
 }  // namespace
 }  // namespace gs_ascend
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendBackward, gs_ascend::BackwardImpl,
-                              gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
-                                                       .Ctx<gs_ascend::AclStream>()
-                                                       .Ctx<xla::ffi::DeviceOrdinal>()
-                                                       .Ctx<xla::ffi::ScratchAllocator>())
-                                  .Attr<bool>("deterministic"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxGridSampleAscendBackward,
+    (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::BackwardImpl>::Call),
+    gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
+                             .Ctx<gs_ascend::AclStream>()
+                             .Ctx<xla::ffi::DeviceOrdinal>()
+                             .Ctx<xla::ffi::ScratchAllocator>())
+        .Attr<bool>("deterministic"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    JaxGridSampleAscendBackwardOnTestStream, gs_ascend::BackwardOnTestStream,
+    JaxGridSampleAscendBackwardOnTestStream,
+    (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::BackwardOnTestStream>::Call),
     gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
                              .Ctx<xla::ffi::DeviceOrdinal>()
                              .Ctx<xla::ffi::ScratchAllocator>())

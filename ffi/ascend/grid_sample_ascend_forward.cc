@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "../common/ffi_contract.h"
+#include "../common/handler_exceptions.h"
 #include "aclnn_api.h"
 #include "aclnn_call.h"
 #include "grid_sample_ascend.h"
@@ -87,15 +88,18 @@ ffi::Error ForwardOnTestStream(int32_t device_ordinal, ffi::ScratchAllocator scr
 }  // namespace
 }  // namespace gs_ascend
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendForward, gs_ascend::ForwardImpl,
-                              gs_ffi::BindForward(xla::ffi::Ffi::Bind()
-                                                      .Ctx<gs_ascend::AclStream>()
-                                                      .Ctx<xla::ffi::DeviceOrdinal>()
-                                                      .Ctx<xla::ffi::ScratchAllocator>())
-                                  .Attr<bool>("deterministic"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxGridSampleAscendForward,
+    (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::ForwardImpl>::Call),
+    gs_ffi::BindForward(xla::ffi::Ffi::Bind()
+                            .Ctx<gs_ascend::AclStream>()
+                            .Ctx<xla::ffi::DeviceOrdinal>()
+                            .Ctx<xla::ffi::ScratchAllocator>())
+        .Attr<bool>("deterministic"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    JaxGridSampleAscendForwardOnTestStream, gs_ascend::ForwardOnTestStream,
+    JaxGridSampleAscendForwardOnTestStream,
+    (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::ForwardOnTestStream>::Call),
     gs_ffi::BindForward(xla::ffi::Ffi::Bind()
                             .Ctx<xla::ffi::DeviceOrdinal>()
                             .Ctx<xla::ffi::ScratchAllocator>())

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/handler_exceptions.h"
 #include "aclnn_api.h"
 #include "aclnn_call.h"
 #include "grid_sample_ascend.h"
@@ -117,15 +118,18 @@ void StoreProbeReport(int32_t device_ordinal, ProbeReport report) {
 
 }  // namespace gs_ascend
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendProbe, gs_ascend::ProbeImpl,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<gs_ascend::AclStream>()
-                                  .Ctx<xla::ffi::DeviceOrdinal>()
-                                  .Ret<xla::ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxGridSampleAscendProbe,
+    (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::ProbeImpl>::Call),
+    xla::ffi::Ffi::Bind()
+        .Ctx<gs_ascend::AclStream>()
+        .Ctx<xla::ffi::DeviceOrdinal>()
+        .Ret<xla::ffi::AnyBuffer>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxGridSampleAscendProbeOnTestStream,
-                              gs_ascend::ProbeOnTestStream,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::DeviceOrdinal>()
-                                  .Ret<xla::ffi::AnyBuffer>()
-                                  .Attr<int64_t>("test_stream"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxGridSampleAscendProbeOnTestStream,
+    (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::ProbeOnTestStream>::Call),
+    xla::ffi::Ffi::Bind()
+        .Ctx<xla::ffi::DeviceOrdinal>()
+        .Ret<xla::ffi::AnyBuffer>()
+        .Attr<int64_t>("test_stream"));

@@ -520,7 +520,7 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
                         int64_t padding, bool align_corners, bool channels_last, bool input_mask,
                         bool grid_mask, int64_t strategy) {
-  return CatchExceptions([&]() -> ffi::Error {
+  return gs_ffi::CatchExceptions(kPlatform, [&]() -> ffi::Error {
     Geometry g;
     if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
                                               interpolation, padding, align_corners,

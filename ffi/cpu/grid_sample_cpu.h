@@ -15,6 +15,7 @@
 #include "../common/grid_sample_dtypes.h"
 #include "../common/grid_sample_math.h"
 #include "../common/grid_sample_validate.h"
+#include "../common/handler_exceptions.h"
 #include "parallel.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -90,13 +91,7 @@ inline ffi::Error InvalidArgument(const std::string& msg) {
   return gs_ffi::InvalidArgument(kPlatform, msg);
 }
 
-// A host buffer that could not be allocated: what it holds, its size. Thrown
-// by NewArray and NewObject (through ParallelFor too), returned by
-// CatchExceptions as kResourceExhausted.
-struct AllocationFailure {
-  const char* buffer;
-  uint64_t bytes;
-};
+using gs_ffi::AllocationFailure;
 
 // `count` (at least 1) default-initialized (not zeroed) values of T, or
 // AllocationFailure naming `buffer`; NewObject: one T.
@@ -113,26 +108,6 @@ std::unique_ptr<T> NewObject(const char* buffer) {
   T* p = new (std::nothrow) T;
   if (p == nullptr) throw AllocationFailure{buffer, sizeof(T)};
   return std::unique_ptr<T>(p);
-}
-
-// body()'s error, or that of the exception it throws: none escapes a handler.
-template <typename Body>
-ffi::Error CatchExceptions(Body&& body) noexcept {
-  ffi::ErrorCode code = ffi::ErrorCode::kResourceExhausted;
-  std::string msg;
-  try {
-    return body();
-  } catch (const AllocationFailure& e) {
-    msg = std::string("could not allocate the ") + e.buffer + " (" + std::to_string(e.bytes) +
-          " bytes)";
-  } catch (const std::exception& e) {  // std::bad_alloc: kResourceExhausted
-    if (dynamic_cast<const std::bad_alloc*>(&e) == nullptr) code = ffi::ErrorCode::kInternal;
-    msg = e.what();
-  } catch (...) {
-    code = ffi::ErrorCode::kInternal;
-    msg = "unknown exception";
-  }
-  return ffi::Error(code, std::string("grid_sample (") + kPlatform + "): " + msg);
 }
 
 // Taps of a block of output points: the in-range taps of each point (tensor

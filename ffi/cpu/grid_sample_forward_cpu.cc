@@ -183,7 +183,7 @@ ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpo
 ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
                        bool align_corners, bool channels_last, int64_t strategy) {
-  return CatchExceptions([&]() -> ffi::Error {
+  return gs_ffi::CatchExceptions(kPlatform, [&]() -> ffi::Error {
     Geometry g;
     if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "output", *output,
                                               interpolation, padding, align_corners,

@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "../common/ffi_contract.h"
+#include "../common/handler_exceptions.h"
 #include "backward_workspace.h"
 #include "grid_sample_cuda.cuh"
 #include "xla/ffi/api/ffi.h"
@@ -440,7 +441,8 @@ int64_t BackwardWorkspaceBytes(int k, int64_t n, int64_t c, int64_t plane, int64
 }  // namespace gs_cuda
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    GridSampleBackwardCuda, gs_cuda::BackwardImpl,
+    GridSampleBackwardCuda,
+    (gs_ffi::NoExceptions<gs_cuda::kPlatform, gs_cuda::BackwardImpl>::Call),
     gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>())
         .Attr<bool>("deterministic"),
     {xla::ffi::Traits::kCmdBufferCompatible});

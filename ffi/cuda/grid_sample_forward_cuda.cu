@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "../common/ffi_contract.h"
+#include "../common/handler_exceptions.h"
 #include "grid_sample_cuda.cuh"
 #include "xla/ffi/api/ffi.h"
 
@@ -113,6 +114,7 @@ ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer
 }  // namespace gs_cuda
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    GridSampleForwardCuda, gs_cuda::ForwardImpl,
+    GridSampleForwardCuda,
+    (gs_ffi::NoExceptions<gs_cuda::kPlatform, gs_cuda::ForwardImpl>::Call),
     gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()),
     {xla::ffi::Traits::kCmdBufferCompatible});
