@@ -29,7 +29,10 @@ def start_background(names: list[str]) -> dict:
 
 @pytest.fixture(scope="module")
 def findings(request) -> dict:
-    return background.result_of(request, sys.modules[__name__], "findings", timeout=120)
+    found = background.result_of(request, sys.modules[__name__], "findings", timeout=120)
+    if found.get("limit_not_enforced"):
+        pytest.skip("this system lets a process allocate past its RLIMIT_AS (qemu-user does)")
+    return found
 
 
 def _assert_resource_exhausted(found: dict, buffer: str) -> None:
