@@ -1,7 +1,8 @@
 // No C++ exception leaves an FFI handler (XLA calls handlers through a C
-// interface, where one would end the process): every handler's body runs
-// inside CatchExceptions, which returns what it throws as an ffi::Error,
-// kResourceExhausted for a failed allocation. Host code only.
+// interface, where one would end the process): every handler symbol, on every
+// platform, binds NoExceptions<platform, implementation>::Call, which runs the
+// implementation inside CatchExceptions; that returns what it throws as an
+// ffi::Error, kResourceExhausted for a failed allocation. Host code only.
 #ifndef JAX_GRIDSAMPLE_FFI_COMMON_HANDLER_EXCEPTIONS_H_
 #define JAX_GRIDSAMPLE_FFI_COMMON_HANDLER_EXCEPTIONS_H_
 

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "../common/ffi_contract.h"
+#include "../common/handler_exceptions.h"
 #include "backward_bands.h"
 #include "channels_last_backward.h"
 #include "grid_sample_cpu.h"
@@ -520,39 +521,37 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
                         int64_t padding, bool align_corners, bool channels_last, bool input_mask,
                         bool grid_mask, int64_t strategy) {
-  return gs_ffi::CatchExceptions(kPlatform, [&]() -> ffi::Error {
-    Geometry g;
-    if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
-                                              interpolation, padding, align_corners,
-                                              channels_last, &g);
-        !err.success()) {
-      return err;
-    }
-    const ffi::DataType dt = input.element_type();
-    void* gi_ptr = nullptr;
-    void* gg_ptr = nullptr;
-    if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
-                                                       grid_mask, &gi_ptr, &gg_ptr);
-        !err.success()) {
-      return err;
-    }
-    BackwardStrategy chosen;
-    if (ffi::Error err = ResolveBackwardStrategy(strategy, g, dt, interpolation, &chosen);
-        !err.success()) {
-      return err;
-    }
-    switch (dt) {
-      case ffi::DataType::F16:
-        return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input,
-                                           grid, gi_ptr, gg_ptr);
-      case ffi::DataType::BF16:
-        return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input,
-                                            grid, gi_ptr, gg_ptr);
-      default:
-        return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
-                             input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
-    }
-  });
+  Geometry g;
+  if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
+                                            interpolation, padding, align_corners,
+                                            channels_last, &g);
+      !err.success()) {
+    return err;
+  }
+  const ffi::DataType dt = input.element_type();
+  void* gi_ptr = nullptr;
+  void* gg_ptr = nullptr;
+  if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
+                                                     grid_mask, &gi_ptr, &gg_ptr);
+      !err.success()) {
+    return err;
+  }
+  BackwardStrategy chosen;
+  if (ffi::Error err = ResolveBackwardStrategy(strategy, g, dt, interpolation, &chosen);
+      !err.success()) {
+    return err;
+  }
+  switch (dt) {
+    case ffi::DataType::F16:
+      return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input,
+                                         grid, gi_ptr, gg_ptr);
+    case ffi::DataType::BF16:
+      return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input,
+                                          grid, gi_ptr, gg_ptr);
+    default:
+      return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
+                           input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
+  }
 }
 
 ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
@@ -568,10 +567,12 @@ ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
 }  // namespace gs_cpu
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    GridSampleBackwardCpu, gs_cpu::BackwardAuto,
+    GridSampleBackwardCpu,
+    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardAuto>::Call),
     gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
 // The same backward with the strategy forced (attribute "strategy"): for tests.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    GridSampleBackwardCpuWithStrategy, gs_cpu::BackwardImpl,
+    GridSampleBackwardCpuWithStrategy,
+    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardImpl>::Call),
     gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
         .Attr<int64_t>("strategy"));

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "../common/ffi_contract.h"
+#include "../common/handler_exceptions.h"
 #include "gather_sampler.h"
 #include "grid_sample_cpu.h"
 #include "half_precision.h"
@@ -183,31 +184,29 @@ ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpo
 ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
                        bool align_corners, bool channels_last, int64_t strategy) {
-  return gs_ffi::CatchExceptions(kPlatform, [&]() -> ffi::Error {
-    Geometry g;
-    if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "output", *output,
-                                              interpolation, padding, align_corners,
-                                              channels_last, &g);
-        !err.success()) {
-      return err;
-    }
-    const ffi::DataType dt = input.element_type();
-    ForwardStrategy chosen;
-    if (ffi::Error err =
-            ResolveForwardStrategy(strategy, g, dt, interpolation, pool.num_threads(), &chosen);
-        !err.success()) {
-      return err;
-    }
-    switch (dt) {
-      case ffi::DataType::F16:
-        return ForwardHalf<gs::F16Format>(pool, g, interpolation, chosen, input, grid, *output);
-      case ffi::DataType::BF16:
-        return ForwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, input, grid, *output);
-      default:
-        return ForwardTyped(pool, g, dt, interpolation, chosen, input.untyped_data(),
-                            grid.untyped_data(), output->untyped_data());
-    }
-  });
+  Geometry g;
+  if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "output", *output,
+                                            interpolation, padding, align_corners,
+                                            channels_last, &g);
+      !err.success()) {
+    return err;
+  }
+  const ffi::DataType dt = input.element_type();
+  ForwardStrategy chosen;
+  if (ffi::Error err =
+          ResolveForwardStrategy(strategy, g, dt, interpolation, pool.num_threads(), &chosen);
+      !err.success()) {
+    return err;
+  }
+  switch (dt) {
+    case ffi::DataType::F16:
+      return ForwardHalf<gs::F16Format>(pool, g, interpolation, chosen, input, grid, *output);
+    case ffi::DataType::BF16:
+      return ForwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, input, grid, *output);
+    default:
+      return ForwardTyped(pool, g, dt, interpolation, chosen, input.untyped_data(),
+                          grid.untyped_data(), output->untyped_data());
+  }
 }
 
 ffi::Error ForwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
@@ -221,9 +220,12 @@ ffi::Error ForwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
 }  // namespace gs_cpu
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    GridSampleForwardCpu, gs_cpu::ForwardAuto,
+    GridSampleForwardCpu,
+    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::ForwardAuto>::Call),
     gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
 // The same forward with the strategy forced (attribute "strategy"): for tests.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(GridSampleForwardCpuWithStrategy, gs_cpu::ForwardImpl,
-                              gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
-                                  .Attr<int64_t>("strategy"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleForwardCpuWithStrategy,
+    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::ForwardImpl>::Call),
+    gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
+        .Attr<int64_t>("strategy"));
