@@ -43,8 +43,8 @@ def affine_grid(theta: jax.Array, size: Sequence[int], *, align_corners: bool = 
     ctype = compute_dtype(theta.dtype)
     # Axes in grid order (x over the last spatial axis, then y, then z), plus the constant 1.
     axes = [_base_coordinates(s, align_corners, ctype) for s in spatial[::-1]]
-    mesh = jnp.meshgrid(*axes[::-1], indexing="ij")[::-1]
-    base = jnp.stack(mesh + [jnp.ones_like(mesh[0])], axis=-1)  # (*spatial, k + 1)
+    mesh = jnp.meshgrid(*axes[::-1], indexing="ij")[::-1]  # a list, or a tuple since jax 0.11.1
+    base = jnp.stack([*mesh, jnp.ones_like(mesh[0])], axis=-1)  # (*spatial, k + 1)
     grid = jnp.einsum("...k,njk->n...j", base, theta.astype(ctype),
                       precision=jax.lax.Precision.HIGHEST)
     return grid.astype(theta.dtype)

@@ -1,32 +1,76 @@
-"""Every shim over differences between the JAX versions we support lives here."""
+"""Every shim over differences between the JAX versions we support (0.6.0 on) lives here.
+
+Each is chosen by the release that made the difference (``JAX_VERSION``, ``JAXLIB_VERSION``),
+found in that release's sources, so that a jax that differs in another way fails loudly rather
+than taking a fallback. Written the same way for every release, and so not shimmed:
+``jnp.meshgrid``, which returns a tuple since jax 0.11.1 (a list before).
+"""
 
 from __future__ import annotations
 
-import inspect
+import contextlib
 from collections.abc import Callable
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 from jax._src.dispatch import apply_primitive
 from jax._src.interpreters.mlir import lower_per_platform
 from jax._src.interpreters.partial_eval import dce_rules
 from jax._src.lib import version as JAXLIB_VERSION
-from jax.experimental.custom_partitioning import custom_partitioning
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-try:  # jax >= 0.6.1
+JAX_VERSION = jax.__version_info__
+"""The installed jax's release, as a tuple of ints (``(0, 12, 0, 1)``)."""
+
+# jax 0.7.2 made use_abstract_mesh public; before, only jax._src.mesh has it.
+if JAX_VERSION >= (0, 7, 2):
     from jax.sharding import use_abstract_mesh
-except ImportError:  # pragma: no cover - jax 0.6.0
+else:
     from jax._src.mesh import use_abstract_mesh
 
-# The batch dimension of an operand that vmap does not map over (None in recent jax).
-NOT_MAPPED = getattr(batching, "not_mapped", None)
+# jax 0.6.1 made shard_map public (jax.experimental's warns from jax 0.8.0 on); jax 0.7.1 added
+# jax.set_mesh. The tests use both.
+if JAX_VERSION >= (0, 6, 1):
+    from jax import shard_map
+else:
+    from jax.experimental.shard_map import shard_map
 
-# Whether custom_partitioning's Shardy rules take factor kinds such as need_replication
-# (jax >= 0.6.1).
-SHARDING_RULE_FACTOR_KINDS = "need_replication_factors" in inspect.signature(
-    custom_partitioning.def_partition).parameters
+
+def set_mesh(mesh):
+    """``jax.set_mesh(mesh)`` (jax 0.7.1 on), or a context that does nothing where there is
+    none: before it, a mesh of explicit axes had nothing to enter."""
+    return jax.set_mesh(mesh) if JAX_VERSION >= (0, 7, 1) else contextlib.nullcontext()
+
+
+# The batch dimension vmap gives an operand it does not map over: None in every release
+# (jax.interpreters.batching.not_mapped, its name until jax 0.10.2).
+NOT_MAPPED = None
+
+# jax 0.7.2: custom_partitioning's Shardy rules take factor kinds such as need_replication.
+SHARDING_RULE_FACTOR_KINDS = JAX_VERSION >= (0, 7, 2)
+
+# jax 0.7.0: mlir.register_lowering takes `cacheable` (its lowering cache came with it).
+LOWERING_CACHE = JAX_VERSION >= (0, 7, 0)
+
+
+# jax 0.12.0: a DCE rule takes (used_outputs, live_inputs, eqn); before, (used_outputs, eqn).
+DCE_RULES_TAKE_LIVE_INPUTS = JAX_VERSION >= (0, 12, 0)
+
+
+def register_dce_rule(primitive, rule) -> None:
+    """Register ``rule(used_outputs, eqn) -> (used_inputs, new_eqn or None)`` as the primitive's
+    DCE rule, in the signature the installed jax calls."""
+    if not DCE_RULES_TAKE_LIVE_INPUTS:
+        dce_rules[primitive] = rule
+        return
+
+    def with_live_inputs(used_outputs, live_inputs, eqn):
+        del live_inputs  # which input Refs are read later: our primitives take no Refs
+        return rule(used_outputs, eqn)
+
+    dce_rules[primitive] = with_live_inputs
 
 
 # The lowering rules of each primitive registered through register_partitioned_lowering, by
@@ -59,11 +103,29 @@ def register_partitioned_lowering(primitive, rule, platform=None) -> None:
                                       str(primitive), specific, rules.get(None), frozenset(),
                                       *args, **params)
 
-        try:
+        if LOWERING_CACHE:
             mlir.register_lowering(primitive, per_platform, cacheable=False)
-        except TypeError:  # jax without the `cacheable` flag: it had no lowering cache either
+        else:
             mlir.register_lowering(primitive, per_platform)
     rules[platform] = rule
+
+
+def import_jax_export():
+    """``jax.export``, imported at first use rather than with the package.
+
+    jax 0.6.0 and 0.6.1's ``jax.export`` imports absl-py, which those releases do not declare
+    (jax 0.6.2 no longer imports it): imported with the package, it would make a minimal install
+    fail at ``import jax_gridsample``. There, exporting needs absl-py, and this says so.
+    """
+    try:
+        from jax import export
+    except ModuleNotFoundError as exc:
+        if exc.name != "absl":
+            raise
+        raise ModuleNotFoundError(
+            f"jax {jax.__version__}'s jax.export needs absl-py, which this jax does not "
+            "install: pip install absl-py (or jax 0.6.2 or newer)", name="absl") from exc
+    return export
 
 
 # jaxlib 0.6.0 to 0.7.1 abort the process ("Could not convert JSON string to proto") compiling
@@ -92,16 +154,22 @@ def guard_cpu_ffi_results(results):
 
 __all__ = [
     "CPU_FFI_ROOT_BUG",
+    "DCE_RULES_TAKE_LIVE_INPUTS",
     "JAXLIB_VERSION",
+    "JAX_VERSION",
+    "LOWERING_CACHE",
     "NOT_MAPPED",
     "SHARDING_RULE_FACTOR_KINDS",
     "Primitive",
     "ad",
     "apply_primitive",
     "batching",
-    "dce_rules",
     "guard_cpu_ffi_results",
+    "import_jax_export",
     "mlir",
+    "register_dce_rule",
     "register_partitioned_lowering",
+    "set_mesh",
+    "shard_map",
     "use_abstract_mesh",
 ]

@@ -20,7 +20,12 @@ Adding version 2 of a target (a changed operand, result, attribute or meaning):
 
 from __future__ import annotations
 
-from jax.export import DisabledSafetyCheck
+from typing import TYPE_CHECKING
+
+from ._compat import import_jax_export
+
+if TYPE_CHECKING:
+    from jax.export import DisabledSafetyCheck
 
 CONTRACT_VERSION = 1
 """The version of the targets the lowerings call."""
@@ -66,4 +71,5 @@ def export_safety_checks() -> list[DisabledSafetyCheck]:
     >>> exported = jax.export.export(jax.jit(grid_sample), platforms=("cpu", "cuda"),
     ...                              disabled_checks=export_safety_checks())(images, grid)
     """
-    return [DisabledSafetyCheck.custom_call(name) for name in RELEASED_TARGETS]
+    check = import_jax_export().DisabledSafetyCheck
+    return [check.custom_call(name) for name in RELEASED_TARGETS]

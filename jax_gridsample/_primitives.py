@@ -22,8 +22,8 @@ from ._compat import (
     ad,
     apply_primitive,
     batching,
-    dce_rules,
     guard_cpu_ffi_results,
+    register_dce_rule,
     register_partitioned_lowering,
 )
 from ._reference import grid_for_aclnn, grid_sample_backward_reference, grid_sample_reference
@@ -343,7 +343,7 @@ def _backward_dce(used_outputs, eqn):
     return [True] * len(eqn.invars), new_eqn
 
 
-dce_rules[grid_sample_backward_p] = _backward_dce
+register_dce_rule(grid_sample_backward_p, _backward_dce)
 
 
 def _backward_jvp(primals, tangents, **params):

@@ -17,7 +17,6 @@ never completes) prints every thread's stack and exits with an error.
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import json
 import os
@@ -38,6 +37,7 @@ from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import jax_gridsample  # noqa: E402
+from jax_gridsample._compat import set_mesh  # noqa: E402
 
 # name -> (input shape, its spec, grid shape, its spec, implementation); one mesh axis "d" over
 # every device of every process. 2D, bilinear, reflection.
@@ -121,7 +121,7 @@ def train(mesh, steps: int = 4) -> dict:
     on_batch = NamedSharding(mesh, P("d"))
     # jax.jit(optimizer.init) needs it on a mesh of explicit axes (jax.make_mesh's default since
     # jax 0.7; older releases have neither)
-    with jax.set_mesh(mesh) if hasattr(jax, "set_mesh") else contextlib.nullcontext():
+    with set_mesh(mesh):
         params, losses = fit(put(identity, NamedSharding(mesh, P())), put(images, on_batch),
                              put(targets, on_batch))
     copies = [np.asarray(shard.data) for shard in params.addressable_shards]

@@ -27,11 +27,9 @@ from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import jax_gridsample  # noqa: E402
+from jax_gridsample._compat import shard_map  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-shard_map = getattr(jax, "shard_map", None)
-if shard_map is None:  # jax < 0.7
-    from jax.experimental.shard_map import shard_map
 
 @dataclasses.dataclass(frozen=True)
 class Case:

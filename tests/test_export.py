@@ -122,3 +122,35 @@ def test_native_names_the_platform_without_a_kernel():
     with pytest.raises(NotImplementedError, match="for platform 'tpu'"):
         export.export(_sample("native"), platforms=("cpu", "tpu"),
                       disabled_checks=jax_gridsample.export_safety_checks())(*_operands())
+
+
+WITHOUT_ABSL = """
+import sys
+sys.modules["absl"] = None  # as if absl-py were not installed: importing it fails
+import jax, jax.numpy as jnp
+import jax_gridsample as gs
+x, grid = jnp.ones((1, 1, 3, 3)), jnp.zeros((1, 2, 2, 2))
+print(float(jax.grad(lambda x: gs.grid_sample(x, grid).sum())(x).sum()))
+try:
+    gs.export_safety_checks()
+    print("exports")
+except ModuleNotFoundError as exc:
+    print(exc)
+"""
+
+
+def test_import_needs_no_absl():
+    """The package imports and differentiates without absl-py, which jax 0.6.0 and 0.6.1's
+    jax.export import without declaring it; there, asking for the export checks says what to
+    install, and every later jax exports without it."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-c", WITHOUT_ABSL], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    gradient, exports = run.stdout.splitlines()
+    assert float(gradient) == 4.0  # 4 points, each reading the centre pixel with weight 1
+    if jax.__version_info__ < (0, 6, 2):
+        assert "needs absl-py" in exports and "pip install absl-py" in exports
+    else:
+        assert exports == "exports"

@@ -3,8 +3,10 @@
 Each folder of tests/export_compat/ holds CPU artifacts that some version of the package
 exported (make_artifacts.py wrote them; its docstring says what they hold): ``v1`` calls
 version 1 of the targets by their current names, ``v1-unversioned-names`` by the names the
-package gave them before they carried a version. Each must load with the package under test and
-give the results stored with it; those results are checked against the float64 reference too,
+package gave them before they carried a version (both exported with jax 0.10.2), ``v1-jax0.12``
+the same as ``v1``, exported with jax 0.12.0.1. Each must load with the package under test,
+under every jax from the oldest that can load it (OLDEST_LOADER), and give the results stored
+with it; those results are checked against the float64 reference too,
 so that a wrong stored value cannot pass unseen. A later version of the kernels may sum in
 another order, hence a tolerance (1e-5 for float32 values, 1e-12 for float64) and not equality.
 """
@@ -60,17 +62,25 @@ def _reference(function, *arrays, **kwargs):
 
 
 def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+# The oldest jax that loads what a jax release exported, found by loading each folder under
+# the releases from 0.6.0 on (JAX promises about a month of forward compatibility, no more).
+# jax 0.6.0 to 0.8.1 refuse 0.10.2's artifacts ("exported for 0 devices": they read the device
+# count from a field later releases no longer write) and 0.12.0.1's ("deserialize unsupported
+# version 12"); jax 0.8.2 to 0.10.2 refuse 0.12.0.1's StableHLO ("Failed to deserialize
+# StableHLO"). An exporter missing here fails the tests: find its range and add it.
+OLDEST_LOADER = {"0.10.2": "0.8.2", "0.12.0.1": "0.11.0"}
 
 
 def _load(name: str, which: str):
     about = json.loads((FOLDER / name / "about.json").read_text())
     exporter = re.search(r"\bjax (\S+),", about["exported_by"]).group(1)
-    if _release(jax.__version__) < _release(exporter):
-        # JAX keeps artifacts loadable by later releases, not earlier ones (jax 0.6.0 refuses
-        # these: "exported for 0 devices").
-        pytest.skip(f"{name} was exported with jax {exporter}, newer than this jax "
-                    f"({jax.__version__}), which need not load it")
+    assert exporter in OLDEST_LOADER, f"{name}: say which jax loads jax {exporter}'s artifacts"
+    if _release(jax.__version__) < _release(OLDEST_LOADER[exporter]):
+        pytest.skip(f"{name} was exported with jax {exporter}, whose artifacts jax "
+                    f"{OLDEST_LOADER[exporter]} and later load, not this jax ({jax.__version__})")
     exported = export.deserialize(bytearray((FOLDER / name / f"{which}.bin").read_bytes()))
     return about, exported, np.load(FOLDER / name / "data.npz")
 
