@@ -28,6 +28,9 @@ import subprocess
 import sys
 from importlib import metadata
 
+# The Ascend tests' fixtures: the simulated aclnn library, the handlers on it (ascend_support.py).
+from ascend_support import _session_sim, ascend_kernel, kernels, self_check_on, sim, sim_path  # noqa: F401
+
 # jaxlib releases known to have --xla_cpu_use_fusion_emitters (0.6.0, the oldest supported, and
 # 0.10.2 were checked); for any other, a subprocess asks XLA, which aborts on a flag it lacks.
 _FUSION_EMITTERS_FLAG_RELEASES = ((0, 6), (0, 10))
