@@ -72,9 +72,10 @@ def grid_sample(
         Make the backward give the same bits on every run where it would not by default: the
         reference's input gradient then sums without a scatter (a scatter-add, which XLA:GPU
         runs with atomics, otherwise), the CUDA kernels reduce in a fixed order instead of with
-        atomics, and on Ascend CANN's deterministic mode is asked for the call (guaranteed with
-        ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC`` set at start-up; see ``docs/ascend.md``). On
-        the CPU every implementation is deterministic either way, and the forward is everywhere.
+        atomics, and on Ascend aclnn runs it only where CANN's deterministic kernels were set
+        for the process at start-up (``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1``; without it the
+        deterministic reference runs there; see ``docs/ascend.md``). On the CPU every
+        implementation is deterministic either way, and the forward is everywhere.
         Gradients of gradients are not covered.
 
     Returns

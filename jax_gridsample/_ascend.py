@@ -1,21 +1,21 @@
 """Ascend NPUs: the aclnn FFI targets (``_ascend_kernels``), what decides where a call runs, and
-when the lowerings are registered.
+the platform names they are registered under.
 
-JAX runs on Ascend through a PJRT plugin. The public one names its platform ``"ASCEND"`` (the
-name its custom-call handler is registered under) and registers its backend as ``"ascend"``.
-The FFI targets are registered for :data:`ASCEND_PLATFORM` at import: without the plugin the
-registration just waits in jaxlib's queue and changes nothing. Lowerings can only be registered
-for platforms JAX knows (``mlir.register_lowering`` raises otherwise), and JAX only learns of a
-plugin when it discovers plugins, lazily, before the first computation; so
-:func:`on_platform_known` registers them once that happened (now, or from the plugin-discovery
-callback), for whichever of the two spellings JAX knows.
+JAX runs on Ascend through a PJRT plugin, and picks a lowering rule by the plugin's own platform
+string (``_raw_platform``, else ``platform``: jax/_src/interpreters/pxla.py), which a plugin may
+spell "ascend", "ASCEND", "npu" or "NPU". The lowering rules live in this package's own table
+(``_compat.register_partitioned_lowering``), so they are registered under every spelling at
+import, whether or not JAX knows the platform yet; so are the FFI targets (jaxlib queues a
+registration until a plugin of that name registers its handler). The device a first use asks
+is found by a case-insensitive match on the backend's name or its devices' ``.platform``.
 
 Where a call runs is decided on first use on a device, by asking CANN itself: the probe target
 runs the first phase (``GetWorkspaceSize``, no launch) of each entry point for each dtype and
 mode on the device's own thread (``ffi/ascend/probe.h``), so that what the installed CANN release
-rejects runs on the reference. On top come the limits CANN documents but does not check
-(:func:`documented_limit`). Whether "auto" trusts what remains is the self-check's call
-(``_ascend_self_check.py``).
+rejects runs on the reference. On top come the limits CANN documents, or shows in its sources,
+but does not check in that phase (:func:`documented_limit`), and determinism, which CANN gives
+only process-wide (:func:`deterministic_level`). Whether "auto" trusts what remains is the
+self-check's call (``_ascend_self_check.py``).
 
 The compiled module needs no CANN at build or import time: the CANN libraries are dlopen'ed on
 the first call (see ``ffi/ascend/aclnn_api.h`` and ``docs/ascend.md``).
@@ -27,27 +27,32 @@ import dataclasses
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Sequence
 
 import jax
 import numpy as np
 
+from . import _ascend_cache
 from ._contract import ASCEND_BACKWARD_TARGET as BACKWARD_TARGET
 from ._contract import ASCEND_FORWARD_TARGET as FORWARD_TARGET
 from ._native import load_and_register
 
-ASCEND_PLATFORM = "ASCEND"
-"""The Ascend PJRT plugin's platform name (FFI registration); JAX's backend name is its
-lower-case form."""
+PLATFORM_NAMES = ("ascend", "ASCEND", "npu", "NPU")
+"""Every spelling of the Ascend platform a PJRT plugin may use: the lowering rules and the FFI
+targets are registered under each."""
+
+STATUS_KEY = "ascend"
+"""The key of ``native_status()`` that reports the Ascend path."""
 
 # Called at lowering time in a program of its own (the support probe), never in a user's
 # program, so never in an exported artifact: not part of the versioned contract (_contract.py).
 PROBE_TARGET = "jax_gridsample_ascend_probe"
 
 
-_MODULE, _STATUS = load_and_register("_ascend_kernels",
-                                     (FORWARD_TARGET, BACKWARD_TARGET, PROBE_TARGET),
-                                     ASCEND_PLATFORM)
+_MODULE, _STATUS, _REFUSED = load_and_register("_ascend_kernels",
+                                               (FORWARD_TARGET, BACKWARD_TARGET, PROBE_TARGET),
+                                               PLATFORM_NAMES)
 
 
 def available() -> bool:
@@ -65,7 +70,7 @@ def _libraries() -> tuple[bool, str]:
 
 
 def _known_platform() -> str | None:
-    return next((name for name in lowering_platform_names() if _known(name)), None)
+    return next((name for name in PLATFORM_NAMES if _known(name)), None)
 
 
 def status() -> str:
@@ -77,6 +82,8 @@ def status() -> str:
     libraries not found (...); no Ascend platform known to JAX (no Ascend PJRT plugin)". Once a
     call was lowered for a device: its chip, CANN's version and the self-check's outcome.
     """
+    if _MODULE is None and _REFUSED:
+        return f"the Ascend PJRT plugin refused the handlers' registration: {_STATUS}"
     if _MODULE is None:
         return f"handlers not built: {_STATUS}"
     found, where = _libraries()
@@ -85,9 +92,32 @@ def status() -> str:
              f"CANN libraries {where}" if found else f"CANN libraries not found ({where})",
              f"Ascend platform {platform!r} known to JAX" if platform
              else "no Ascend platform known to JAX (no Ascend PJRT plugin)"]
+    parts += [f"the plugin for {name!r} refused the registration ({why})"
+              for name, why in _REFUSED.items()]
     text = "; ".join(parts)
     text = f"available ({text})" if found and platform else text
     return "; ".join([text, *KERNEL.first_use_summaries()])
+
+
+# --- determinism: a process setting ------------------------------------------------------------
+
+DETERMINISTIC_ENV_VAR = "JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC"
+
+
+def deterministic_level() -> tuple[int | None, str | None]:
+    """The start-up level of CANN's deterministic kernels, as the handlers read it (once).
+
+    ``(1, None)`` with ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1``, ``(None, None)`` without it,
+    ``(None, why)`` for a value the handlers refuse (they then fail every call). CANN picks its
+    deterministic backward from the process's option, never per call (ffi/ascend/determinism.h),
+    so a deterministic backward runs on aclnn only with the level set at start-up.
+    """
+    if _MODULE is None:
+        return None, None
+    level, error = _MODULE.deterministic_level()
+    if level < 0:
+        return None, error
+    return (1 if level == 1 else None), None
 
 
 # --- FFI attributes ---------------------------------------------------------------------------
@@ -140,7 +170,7 @@ def _elements(shape: Sequence[int], first: int = 0) -> int:
 
 def documented_limit(backward: bool, k: int, interpolation: int, dtype: str, family: str,
                      shapes: Sequence[Sequence[int]], deterministic: bool) -> str | None:
-    """Why CANN's documentation (not its parameter checks) keeps a call off aclnn, or None.
+    """Why CANN's documentation or sources (not its first phase) keep a call off aclnn, or None.
 
     ``shapes``: the operands' shapes, ``(input, grid)`` or ``(grad_output, input, grid)``. The
     rules and their sources are in docs/ascend.md, "Which calls run on aclnn"; what CANN itself
@@ -154,7 +184,18 @@ def documented_limit(backward: bool, k: int, interpolation: int, dtype: str, fam
     if not backward:
         if _elements(input_shape, 2) >= _INT32_MAX:
             return "the aclnn forward takes H*W (D*H*W) below INT32_MAX"
+        if k == 2 and dtype == "bfloat16" and family == "atlas-training":
+            return ("CANN sends a bfloat16 2D forward on Atlas training products to its AICPU "
+                    "kernel, which has no bfloat16 (its first phase succeeds, the launch fails)")
         return None
+    # ops-cv aclnn_grid_sampler2d_backward.cpp:174-193 and :290-299: the 950 keeps C > 2048
+    # on AICore, other chips do not.
+    wide = input_shape[1] > AICORE_MAX_CHANNELS and family != "ascend950"
+    if k == 2 and interpolation == 2 and (dtype == "float64" or family == "atlas-training"
+                                          or wide):
+        return ("CANN sends a 2D bicubic backward in float64, on Atlas training products or "
+                "with C > 2048 (but on the 950) to its AICPU kernel, which has no bicubic (its "
+                "first phase succeeds, the launch fails)")
     for shape in shapes:
         if _elements(shape) > _INT32_MAX or _elements(shape, 1) > _INT32_MAX:
             return "the aclnn backward kernels index in 32 bits (an operand has 2^31 elements)"
@@ -163,6 +204,17 @@ def documented_limit(backward: bool, k: int, interpolation: int, dtype: str, fam
         return ("CANN documents a deterministic backward for its AICore kernels only (Atlas "
                 "A2/A3 and 950, not float64, C <= 2048)")
     return None
+
+
+def compute_dtype(backward: bool, k: int, dtype: str, family: str) -> str:
+    """The dtype a call is sent to aclnn in: float32 for the float16 and bfloat16 2D backward on
+    Atlas A2/A3, whose half-type tiling uses one core there (ops-cv
+    grid_sampler2_d_grad_tiling.cpp:585-586, ``coreNum = 1`` unless float32 or register-based),
+    as CANN itself casts its 3D backward (aclnn_grid_sampler3d_backward.cpp:291-302); the
+    call's own dtype otherwise. Rounded back once, by the lowering."""
+    if backward and k == 2 and dtype in ("float16", "bfloat16") and family == "atlas-a2-a3":
+        return "float32"
+    return dtype
 
 
 # --- what the installed CANN takes: the probe --------------------------------------------------
@@ -182,6 +234,8 @@ class Capabilities:
     cann_version: str = ""
     rejected: dict = dataclasses.field(default_factory=dict)
     error: str | None = None
+    asked: bool = True  # False: there was no device to ask (a cross-platform export, say)
+    from_cache: bool = False  # found in the on-disk cache (_ascend_cache.py)
 
     @property
     def family(self) -> str:
@@ -204,7 +258,21 @@ class Capabilities:
             return f"aclnn support probe on {self.device} failed: {self.error}"
         return (f"{self.device}: chip {self.soc_name or 'unknown'}, CANN "
                 f"{self.cann_version or 'version unknown'}, {len(self.rejected)} of "
-                f"{len(_MODULE.probe_cases())} probed kinds of call rejected")
+                f"{len(_MODULE.probe_cases())} probed kinds of call rejected"
+                f"{' (from the on-disk cache)' if self.from_cache else ''}")
+
+
+def local_device(platform: str) -> jax.Device:
+    """This process's first device of ``platform``: of the backend whose name, or whose devices'
+    ``.platform``, is ``platform`` up to case (a plugin may spell it "ASCEND" or "npu")."""
+    from jax._src import xla_bridge
+
+    wanted = platform.lower()
+    for name in xla_bridge.backends():
+        devices = jax.local_devices(backend=name)
+        if devices and wanted in (name.lower(), devices[0].platform.lower()):
+            return devices[0]
+    raise RuntimeError(f"this process has no {platform!r} device")
 
 
 def device_name(device: jax.Device) -> str:
@@ -264,27 +332,70 @@ class AscendKernel:
         return dict(backward_attributes(**params), **self.extra_attributes)
 
     def device(self, platform: str) -> jax.Device:
-        """The device the probe and the self-check run on: the platform's first."""
-        return jax.devices(platform)[0]
+        """The device the probe and the self-check run on: this process's first of the
+        platform (in a multi-process run each process asks its own)."""
+        return local_device(platform)
+
+    def _device(self, platform: str) -> tuple[str, jax.Device | None, str | None]:
+        """(the key of the first-use caches, the device, why there is none): results are kept
+        per device, whichever spelling of the platform asked."""
+        try:
+            device = self.device(platform)
+        except RuntimeError as exc:  # no device: a cross-platform jax.export, say
+            return platform, None, str(exc)
+        return device_name(device), device, None
 
     def capabilities(self, platform: str) -> Capabilities:
-        """The probe's answers for ``platform`` (run on first use, then kept)."""
+        """The probe's answers for this process's device of ``platform`` (asked on first use,
+        or found in the on-disk cache, then kept)."""
+        key, device, missing = self._device(platform)
         with self._lock:
-            if platform not in self._capabilities:
-                try:
-                    device = self.device(platform)
-                except RuntimeError as exc:  # no device: a cross-platform jax.export, say
-                    self._capabilities[platform] = Capabilities(
-                        platform, error=f"no {platform} device to ask ({exc})")
-                else:
-                    self._capabilities[platform] = run_probe(
-                        self.probe_target, self.extra_attributes, device)
-            return self._capabilities[platform]
+            if key in self._capabilities:
+                return self._capabilities[key]
+            if device is None:
+                found = Capabilities(platform, error=f"no {platform} device to ask ({missing})",
+                                     asked=False)
+            else:
+                found = self._cached_probe(key, device)
+                if found.error is not None:
+                    warnings.warn(
+                        f"jax_gridsample: the aclnn support probe failed on {found.device} "
+                        f"({found.error}), so \"auto\" runs the jax.numpy reference there; "
+                        "jax_gridsample.native_status()['ascend'] says what the Ascend path has "
+                        "and lacks.", RuntimeWarning, stacklevel=3)
+            self._capabilities[key] = found
+            return found
+
+    def _installation(self, device: jax.Device) -> dict | None:
+        """The on-disk cache's key fields for ``device`` (None: CANN cannot tell its version
+        or chip from the host, so nothing is cached)."""
+        soc, cann = soc_name(), cann_version()
+        if not soc or not cann:
+            return None
+        return _ascend_cache.installation(device.platform, soc, cann)
+
+    def _cached_probe(self, name: str, device: jax.Device) -> Capabilities:
+        installation = self._installation(device)
+        key = dict(installation or {}, probe_cases=[list(c) for c in _MODULE.probe_cases()])
+        stored = _ascend_cache.load("probe", key) if installation else None
+        if stored is not None:
+            rejected = {tuple(k): tuple(v) for k, v in stored["rejected"]}
+            return Capabilities(name, stored["soc_name"], stored["cann_version"], rejected,
+                                from_cache=True)
+        found = run_probe(self.probe_target, self.extra_attributes, device)
+        if installation and found.error is None:
+            _ascend_cache.store("probe", key, {
+                "soc_name": found.soc_name, "cann_version": found.cann_version,
+                "rejected": [[list(k), list(v)] for k, v in found.rejected.items()]})
+        return found
 
     def rejects(self, platform: str, backward: bool, avals_in, *, interpolation,
                 channels_last, deterministic=False, padding=0, align_corners=False,
                 **_) -> str | None:
         """Why a call does not run on aclnn on this platform, or None if it does."""
+        level, level_error = deterministic_level()
+        if level_error is not None:
+            return level_error
         if channels_last:
             return "aclnn takes channels-first tensors only"
         input, grid = avals_in[-2], avals_in[-1]
@@ -296,34 +407,64 @@ class AscendKernel:
         if dtype not in ("float32", "float16", "bfloat16", "float64"):
             return f"aclnn takes float32, float16, bfloat16 and float64, not {dtype}"
         k = len(grid.shape) - 2
+        if backward and deterministic and level is None:
+            return (f"CANN's deterministic backward is a process setting: start Python with "
+                    f"{DETERMINISTIC_ENV_VAR}=1 (docs/ascend.md, \"Determinism\")")
         capabilities = self.capabilities(platform)
+        dtype = compute_dtype(backward, k, dtype, capabilities.family)
         why = capabilities.rejects(backward, k, dtype, int(interpolation), input.shape[1])
         return why or documented_limit(
             backward, k, int(interpolation), dtype, capabilities.family,
             [a.shape for a in avals_in], bool(deterministic))
 
+    def compute_dtype(self, platform: str, backward: bool, avals_in, **_) -> np.dtype:
+        """The dtype a call this kernel covers is sent to aclnn in (:func:`compute_dtype`)."""
+        input, grid = avals_in[-2], avals_in[-1]
+        family = self.capabilities(platform).family
+        return np.dtype(compute_dtype(backward, len(grid.shape) - 2,
+                                      str(np.dtype(input.dtype)), family))
+
     def self_check(self, platform: str, rerun: bool = False):
-        """The self-check's outcome for ``platform`` (run on first use, or now with ``rerun``)."""
-        from . import _ascend_self_check
+        """The self-check's outcome on this process's device of ``platform`` (run on first use
+        or found in the on-disk cache, or run now with ``rerun``)."""
+        from . import _ascend_self_check as check
 
+        key, device, missing = self._device(platform)
+        if device is None:
+            raise RuntimeError(f"no {platform} device to run the aclnn self-check on ({missing})")
         with self._lock:
-            if rerun or platform not in self._self_checks:
-                self._self_checks[platform] = _ascend_self_check.run(self, platform)
-            return self._self_checks[platform]
+            if rerun or key not in self._self_checks:
+                installation = self._installation(device)
+                kinds = check.kinds(self, platform)
+                cache_key = dict(installation or {}, kinds=[k.name for k in kinds],
+                                 tolerances=check.TOLERANCES,
+                                 level=deterministic_level()[0], runs=check.REPRODUCIBILITY_RUNS)
+                stored = None if rerun or not installation else _ascend_cache.load(
+                    "self-check", cache_key)
+                if stored is not None:
+                    outcome = check.SelfCheck(key, from_cache=True, **stored)
+                else:
+                    outcome = check.run(self, platform)
+                    if installation and not outcome.call_errors:
+                        _ascend_cache.store("self-check", cache_key, outcome.stored())
+                self._self_checks[key] = outcome
+            return self._self_checks[key]
 
-    def trusted(self, platform: str, *, backward: bool = False, deterministic: bool = False,
-                **_) -> bool:
-        """Whether "auto" sends a call aclnn covers to it: what the self-check found."""
-        from . import _ascend_self_check
+    def trusted(self, platform: str, *, backward: bool = False, avals_in=(),
+                deterministic: bool = False, interpolation: int = 0, **_) -> bool:
+        """Whether "auto" sends a call aclnn covers to it: whether its kind passed the
+        self-check."""
+        from . import _ascend_self_check as check
 
-        if not _ascend_self_check.enabled():
+        if not check.enabled():
             return True
-        return self.self_check(platform).trusts(backward and deterministic)
+        kind = check.kind_of(backward, avals_in, interpolation)
+        return self.self_check(platform).trusts(kind, backward and deterministic)
 
     def first_use_summaries(self) -> list[str]:
         """What the probe and the self-check found, per platform they ran for."""
         with self._lock:
-            probes = [f"probe: {c.summary()}" for c in self._capabilities.values()]
+            probes = [f"probe: {c.summary()}" for c in self._capabilities.values() if c.asked]
             checks = [f"self-check: {s.summary()}" for s in self._self_checks.values()]
         return probes + checks
 
@@ -333,28 +474,71 @@ KERNEL = AscendKernel()
 
 
 def self_check(rerun: bool = False) -> dict:
-    """Run (or, with ``rerun``, run again) the aclnn self-check on the first device of the Ascend
-    platform JAX knows, and return its outcome.
+    """Run (or, with ``rerun``, run again) the aclnn self-check on this process's first device
+    of the Ascend platform JAX knows, and return its outcome.
 
     Parameters
     ----------
     rerun : bool
-        Run it again even if it ran already in this process (later compilations follow the new
-        outcome; programs compiled before keep theirs).
+        Run it again even if it ran already in this process or is in the on-disk cache (later
+        compilations follow the new outcome; programs compiled before keep theirs).
 
     Returns
     -------
     dict
-        ``device``, ``compared`` (how many results were compared), ``failure`` (the first
-        problem of the forward or the default backward, or None) and
-        ``deterministic_failure`` (the first problem of the deterministic backward, or None).
-        ``implementation="auto"`` uses aclnn for what passed (see docs/ascend.md).
+        ``device``, ``compared`` (how many results were compared), ``failed`` (kind of call ->
+        problem; "auto" runs those on the reference), ``reference_failure`` (the plugin's
+        compiled jax.numpy reference against the host's float64 oracle),
+        ``deterministic_failure`` (checked with ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1``
+        only), ``seconds`` and ``from_cache``. See docs/ascend.md, "The self-check".
+
+    Examples
+    --------
+    >>> jax_gridsample.ascend_self_check()["failed"]  # doctest: +SKIP
+    {}
     """
     platform = _known_platform()
     if platform is None:
         raise RuntimeError("no Ascend platform known to JAX (no Ascend PJRT plugin): there is "
                            "no device to run the aclnn self-check on")
     return dataclasses.asdict(KERNEL.self_check(platform, rerun=rerun))
+
+
+def prepare() -> dict:
+    """Run the aclnn support probe and the self-check on this process's first Ascend device
+    now, ahead of the first ``jax.jit``, and say what they found.
+
+    Both otherwise run on the first lowering that could send a call to aclnn; their outcome is
+    cached on disk (``JAX_GRIDSAMPLE_ASCEND_CACHE``), so a later process on the same
+    installation reads it instead. In a multi-process run each process calls it for its own
+    device.
+
+    Returns
+    -------
+    dict
+        ``device``, ``probe`` (the probe's summary) and ``self_check`` (its summary, or why it
+        did not run: the probe failed, or ``JAX_GRIDSAMPLE_ASCEND_SELF_CHECK=off``).
+
+    Examples
+    --------
+    >>> jax_gridsample.ascend_prepare()["self_check"]  # doctest: +SKIP
+    'passed on ascend:0 (72 results compared in 41.3 s)'
+    """
+    from . import _ascend_self_check
+
+    platform = _known_platform()
+    if platform is None:
+        raise RuntimeError("no Ascend platform known to JAX (no Ascend PJRT plugin): there is "
+                           "nothing to prepare")
+    capabilities = KERNEL.capabilities(platform)
+    if capabilities.error is not None:
+        checked = f"not run: the probe failed ({capabilities.error})"
+    elif not _ascend_self_check.enabled():
+        checked = f"not run: {_ascend_self_check.ENV_VAR}=off (\"auto\" trusts aclnn)"
+    else:
+        checked = KERNEL.self_check(platform).summary()
+    return {"device": capabilities.device, "probe": capabilities.summary(),
+            "self_check": checked}
 
 
 def soc_name() -> str | None:
@@ -369,17 +553,9 @@ def cann_version() -> str | None:
 
 
 def workspace_paths() -> dict | None:
-    """How many calls took their workspace from XLA's scratch allocator, from the per-stream
-    cache or needed none, and the cache's buffers (``ffi/ascend/workspace.h``); None without
-    the handlers."""
+    """How many calls took their workspace from the per-stream cache or needed none, and the
+    cache's buffers (``ffi/ascend/workspace.h``); None without the handlers."""
     return _MODULE.workspace_paths() if _MODULE is not None else None
-
-
-# --- lowering registration once JAX knows the plugin's platform ---------------------------
-
-def lowering_platform_names() -> tuple[str, ...]:
-    """The spellings of the Ascend platform JAX may lower for (backend name first)."""
-    return (ASCEND_PLATFORM.lower(), ASCEND_PLATFORM)
 
 
 def _known(name: str) -> bool:
@@ -389,27 +565,3 @@ def _known(name: str) -> bool:
         return bool(xla_bridge.is_known_platform(name))
     except Exception:  # noqa: BLE001 - a JAX without the query: treat as unknown
         return False
-
-
-def on_platform_known(register: Callable[[str], None]) -> None:
-    """Call ``register(name)`` once for each Ascend platform name JAX knows, now or later.
-
-    Later means: when JAX discovers PJRT plugins (before its first computation), through
-    ``xla_bridge.register_plugin_callbacks``. Without an Ascend plugin nothing is called.
-    """
-    done: set[str] = set()
-
-    def attempt(**_):
-        for name in lowering_platform_names():
-            if name not in done and _known(name):
-                done.add(name)
-                register(name)
-
-    attempt()
-    try:
-        from jax._src import xla_bridge
-
-        xla_bridge.register_plugin_callbacks(attempt)
-    except Exception:  # noqa: BLE001 - an older/newer JAX without the hook: import-time only
-        pass
-

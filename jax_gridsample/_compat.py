@@ -44,6 +44,33 @@ def set_mesh(mesh):
     return jax.set_mesh(mesh) if JAX_VERSION >= (0, 7, 1) else contextlib.nullcontext()
 
 
+def enable_x64():
+    """A context with float64 on: ``jax.enable_x64(True)`` (public from jax 0.8.0), before
+    that ``jax.experimental.enable_x64()``."""
+    if JAX_VERSION >= (0, 8, 0):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64 as experimental_enable_x64
+
+    return experimental_enable_x64(True)
+
+
+@contextlib.contextmanager
+def outside_mesh():
+    """A context without the caller's mesh (``jax.set_mesh``, ``use_abstract_mesh``): for
+    programs of one device run while the caller's is being lowered. Both contexts are
+    jax._src.config's ``device_context`` and ``abstract_mesh_context_manager`` in every
+    release from 0.6.0 on."""
+    from jax._src import config
+    from jax._src.mesh import empty_abstract_mesh
+
+    previous = config.device_context.swap_local(None)
+    try:
+        with use_abstract_mesh(empty_abstract_mesh):
+            yield
+    finally:
+        config.device_context.set_local(previous)
+
+
 # The batch dimension vmap gives an operand it does not map over: None in every release
 # (jax.interpreters.batching.not_mapped, its name until jax 0.10.2).
 NOT_MAPPED = None

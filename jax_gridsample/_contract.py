@@ -7,6 +7,12 @@ every version stays registered. The schema: ffi/common/ffi_contract.h binds the 
 results and attributes every platform shares; the CUDA backward adds a ``deterministic``
 attribute and a uint8 workspace result, the Ascend targets a ``deterministic`` attribute.
 
+The Ascend handlers no longer read that attribute: CANN picks its deterministic kernel from the
+process's setting, never per call (ffi/ascend/determinism.h), so the per-call switch the
+attribute once asked for never changed CANN's kernel. The attribute stays in the ``_v1``
+schema, and an artifact exported earlier runs what it ran before: the target is unchanged, and
+no new version is needed.
+
 Adding version 2 of a target (a changed operand, result, attribute or meaning):
 
 1. C++: bind the new schema under a new name ending in ``_v2`` (a new ``Bind...`` in

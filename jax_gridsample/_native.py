@@ -18,40 +18,53 @@ from ._contract import ALIASES, BACKWARD_TARGET, FORWARD_TARGET
 _FFI_API_VERSION = 1
 
 
-def load_and_register(module: str, targets: tuple[str, ...], platform: str):
-    """Import ``jax_gridsample.<module>`` and register its FFI targets for ``platform``, each
-    also under its other names (``_contract.ALIASES``).
+def load_and_register(module: str, targets: tuple[str, ...], platforms: str | tuple[str, ...]):
+    """Import ``jax_gridsample.<module>`` and register its FFI targets for each of
+    ``platforms``, each also under its other names (``_contract.ALIASES``).
 
-    Returns ``(module, "available")``, or ``(None, reason)`` when it is missing or incomplete.
-    Registering needs no device: without one for ``platform``, jax only records it.
+    Returns ``(module, "available", refused)``, or ``(None, reason, refused)`` when it is
+    missing or incomplete or every platform refused; ``refused`` maps a platform to the error
+    its registration raised (a PJRT plugin already loaded whose handler refused ours).
+    Registering needs no device: without one for a platform, jaxlib queues the registration
+    until a plugin for it registers its handler.
     """
+    platforms = (platforms,) if isinstance(platforms, str) else tuple(platforms)
     try:
         compiled = importlib.import_module(f"{__package__}.{module}")
     except ImportError as exc:  # not built (no GPU or nvcc at install, or a source checkout)
-        return None, f"the compiled module jax_gridsample.{module} could not be imported: {exc}"
+        return None, (f"the compiled module jax_gridsample.{module} could not be imported: "
+                      f"{exc}"), {}
+    refused = {}
     try:
         registrations = compiled.registrations()
         missing = set(targets) - set(registrations)
         if missing:
-            return None, f"jax_gridsample.{module} does not provide {sorted(missing)}"
-        for name, capsule in registrations.items():
-            for alias in (name, *(a for a, target in ALIASES.items() if target == name)):
-                jax.ffi.register_ffi_target(alias, capsule, platform=platform,
-                                            api_version=_FFI_API_VERSION)
+            return None, f"jax_gridsample.{module} does not provide {sorted(missing)}", {}
     except Exception as exc:  # noqa: BLE001 - any failure means: fall back to the reference
-        return None, (f"registering the {platform} FFI targets of jax_gridsample.{module} "
-                      f"failed: {type(exc).__name__}: {exc}")
-    return compiled, "available"
+        return None, f"jax_gridsample.{module} failed: {type(exc).__name__}: {exc}", {}
+    for platform in platforms:
+        try:
+            for name, capsule in registrations.items():
+                for alias in (name, *(a for a, target in ALIASES.items() if target == name)):
+                    jax.ffi.register_ffi_target(alias, capsule, platform=platform,
+                                                api_version=_FFI_API_VERSION)
+        except Exception as exc:  # noqa: BLE001 - recorded, reported by native_status()
+            refused[platform] = f"{type(exc).__name__}: {exc}"
+    if len(refused) == len(platforms):
+        why = "; ".join(f"{p}: {e}" for p, e in refused.items())
+        return None, (f"registering the FFI targets of jax_gridsample.{module} failed "
+                      f"({why})"), refused
+    return compiled, "available", refused
 
 
 # XLA's platform name for NVIDIA GPUs (targets are registered under it; JAX lowers for "cuda").
 CUDA_PLATFORM = "CUDA"
 
 # Computed once at import; read-only afterwards.
-_CPU_MODULE, _CPU_STATUS = load_and_register("_cpu_kernels", (FORWARD_TARGET, BACKWARD_TARGET),
-                                             "cpu")
-_CUDA_MODULE, _CUDA_STATUS = load_and_register("_cuda_kernels",
-                                               (FORWARD_TARGET, BACKWARD_TARGET), CUDA_PLATFORM)
+_CPU_MODULE, _CPU_STATUS, _ = load_and_register("_cpu_kernels",
+                                                (FORWARD_TARGET, BACKWARD_TARGET), "cpu")
+_CUDA_MODULE, _CUDA_STATUS, _ = load_and_register("_cuda_kernels",
+                                                  (FORWARD_TARGET, BACKWARD_TARGET), CUDA_PLATFORM)
 
 
 def cpu_available() -> bool:
@@ -102,8 +115,8 @@ def cuda_status() -> str:
 def native_status() -> dict[str, str]:
     """Platform -> "available", or the reason its native kernel is not available."""
     status = {"cpu": _CPU_STATUS, "cuda": cuda_status()}
-    # Ascend (aclnn; owned by _ascend.py): keyed by JAX's backend name, "ascend".
+    # Ascend (aclnn; owned by _ascend.py): one key for every spelling of the platform.
     from . import _ascend
 
-    status[_ascend.ASCEND_PLATFORM.lower()] = _ascend.status()
+    status[_ascend.STATUS_KEY] = _ascend.status()
     return status

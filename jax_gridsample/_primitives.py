@@ -123,14 +123,19 @@ class NativeKernel:
     # None if it does (None here: it covers all); "auto" lowers the others to the reference,
     # "native" raises for them with that reason.
     rejects: Callable[..., str | None] | None = None
-    # trusted(platform, backward=..., **params): whether "auto" picks this kernel for a call it
-    # covers. False for one not yet verified on its hardware, which then runs only when asked
-    # for with implementation="native"; the Ascend kernel's answer is its self-check's.
+    # trusted(platform, backward=..., avals_in=..., **params): whether "auto" picks this kernel
+    # for a call it covers. False for one not yet verified on its hardware, which then runs
+    # only when asked for with implementation="native"; the Ascend kernel's answer is its
+    # self-check's, per kind of call.
     trusted: Callable[..., bool] = lambda platform, **params: True
     # grid_for_kernel(grid, spatial, padding, align_corners) -> (grid, replaced): for a kernel
     # without docs/semantics.md's guard (aclnn), the grid it is sent instead, and where the
     # guard replaced a coordinate (the grid gradient is zero there).
     grid_for_kernel: Callable[..., tuple] | None = None
+    # compute_dtype(platform, backward, avals_in, **params) -> dtype: the dtype the kernel is
+    # called in, when that differs from the call's (operands cast to it, results rounded back
+    # once); None: the call's own.
+    compute_dtype: Callable[..., np.dtype] | None = None
     # backward_workspace(grad_output, input, grid, **params): bytes of a uint8 scratch result
     # that the backward target takes after its gradients (None: it takes none). XLA allocates
     # it like any other buffer, so it is valid in CUDA graphs too.
@@ -167,12 +172,12 @@ def ascend_native_kernel(kernel: _ascend.AscendKernel) -> NativeKernel:
     return NativeKernel(_ascend.available, kernel.forward_target, kernel.backward_target,
                         kernel.forward_attributes, kernel.backward_attributes,
                         rejects=kernel.rejects, trusted=kernel.trusted,
-                        grid_for_kernel=grid_for_aclnn)
+                        grid_for_kernel=grid_for_aclnn, compute_dtype=kernel.compute_dtype)
 
 
-# Ascend NPUs: CANN's aclnn grid sampler (see _ascend.py). Added to NATIVE_KERNELS, under the
-# name JAX gives the plugin's platform, only once JAX knows that platform (see _register).
+# Ascend NPUs: CANN's aclnn grid sampler (see _ascend.py), under every spelling of the platform.
 ASCEND_KERNEL = ascend_native_kernel(_ascend.KERNEL)
+NATIVE_KERNELS.update(dict.fromkeys(_ascend.PLATFORM_NAMES, ASCEND_KERNEL))
 
 
 def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_rule):
@@ -192,7 +197,8 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
         if available and kernel.rejects is not None:
             why_not = kernel.rejects(platform, backward, ctx.avals_in, **params)
         if implementation == "auto" and not (
-            available and why_not is None and kernel.trusted(platform, backward=backward, **params)
+            available and why_not is None
+            and kernel.trusted(platform, backward=backward, avals_in=ctx.avals_in, **params)
         ):
             return reference_rule(ctx, *args, implementation="auto", **params)
         if why_not is not None:
@@ -202,6 +208,15 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
             )
 
         def call_kernel(operands, params):
+            original = operands[-2].dtype
+            wanted = None
+            if kernel.compute_dtype is not None:
+                wanted = kernel.compute_dtype(platform, backward, operands, **params)
+            if wanted is not None and wanted != original:
+                results = call_kernel([o.astype(wanted) for o in operands], params)
+                if not backward:
+                    return results.astype(original)
+                return tuple(r.astype(original) for r in results)
             replaced = None
             if kernel.grid_for_kernel is not None:
                 input, grid = operands[-2], operands[-1]
@@ -316,13 +331,6 @@ def _register() -> None:
 
     for platform, kernel in NATIVE_KERNELS.items():
         register_native(platform, kernel)
-
-    # Ascend: only for a platform JAX knows, which may be after plugin discovery.
-    def register_ascend(platform):
-        NATIVE_KERNELS[platform] = ASCEND_KERNEL
-        register_native(platform, ASCEND_KERNEL)
-
-    _ascend.on_platform_known(register_ascend)
 
 
 _register()

@@ -155,6 +155,7 @@ def _session_sim(sim_path, kernels):
 @pytest.fixture
 def sim(_session_sim, sim_path, kernels):
     os.environ[ENV] = sim_path
+    kernels.reread_environment()  # the handlers read the environment once
     _session_sim.reset()
     yield _session_sim
     live = _session_sim.live()
@@ -164,6 +165,22 @@ def sim(_session_sim, sim_path, kernels):
         "the handler leaked aclnn objects or memory (the stream cache's buffers aside)"
     assert _session_sim.lib.sim_violations() == 0, "\n".join(
         line for line in _session_sim.log() if "VIOLATION" in line)
+    os.environ.pop(kernels.DETERMINISTIC_ENV_VAR, None)
+    os.environ[ENV] = sim_path
+    kernels.reread_environment()
+
+
+def set_environment(kernels, name: str, value: str) -> None:
+    """Set a variable the handlers read and make them read it again (their test hook)."""
+    os.environ[name] = value
+    kernels.reread_environment()
+
+
+@pytest.fixture
+def start_up_level(kernels):
+    """Start-up determinism: JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1, as if set before Python
+    started (the sim fixture unsets it after the test)."""
+    set_environment(kernels, kernels.DETERMINISTIC_ENV_VAR, "1")
 
 
 # --- calling the handlers through JAX -------------------------------------------------------
@@ -273,27 +290,31 @@ class SimCalls:
         return self.lib.aclCreateTensor(dims, len(shape), dtype, strides, 0, fmt, dims,
                                         len(shape), buffer.ctypes.data if data else None), buffer
 
-    def first_phase_accepts(self, backward, k, dtype, interp, channels=2) -> bool:
-        """Whether the simulated CANN's first phase takes a small call (then released)."""
+    def runs(self, backward, k, dtype, interp, channels=2) -> bool:
+        """Whether the simulated CANN runs a small call: its first phase takes it and its launch
+        (on the default stream, host memory) succeeds."""
         input = (1, channels) + (3,) * k
         grid = (1,) + (2,) * k + (k,)
         out = (1, channels) + (2,) * k
         fmt = 30 if k == 3 else 2
         acl = ACL_DTYPES[dtype]
-        made = [self.tensor(s, acl, f, data=False)[0] for s, f in
+        made = [self.tensor(s, acl, f)[0] for s, f in
                 ((input, fmt), (grid, 2), (out, fmt), (input, fmt), (grid, 2))]
         ws, ex = ctypes.c_uint64(), ctypes.c_void_p()
         arr = self.lib.aclCreateBoolArray((ctypes.c_bool * 2)(True, True), 2)
+        name = f"aclnnGridSampler{k}D{'Backward' if backward else ''}"
         if backward:
-            rc = getattr(self.lib, f"aclnnGridSampler{k}DBackwardGetWorkspaceSize")(
+            rc = getattr(self.lib, f"{name}GetWorkspaceSize")(
                 made[2], made[0], made[1], interp, 0, False, arr, made[3], made[4],
                 ctypes.byref(ws), ctypes.byref(ex))
         else:
-            rc = getattr(self.lib, f"aclnnGridSampler{k}DGetWorkspaceSize")(
+            rc = getattr(self.lib, f"{name}GetWorkspaceSize")(
                 made[0], made[1], interp, 0, False, made[2], ctypes.byref(ws), ctypes.byref(ex))
         if rc == 0:
-            assert self.lib.aclSetAclOpExecutorRepeatable(ex) == 0
-            assert self.lib.aclDestroyAclOpExecutor(ex) == 0
+            work = np.zeros(max(1, ws.value), np.uint8)
+            launch = getattr(self.lib, name)
+            launch.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p]
+            rc = launch(work.ctypes.data, ws.value, ex, None)
         for t in made:
             self.lib.aclDestroyTensor(t)
         self.lib.aclDestroyBoolArray(arr)

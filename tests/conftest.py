@@ -29,7 +29,15 @@ import sys
 from importlib import metadata
 
 # The Ascend tests' fixtures: the simulated aclnn library, the handlers on it (ascend_support.py).
-from ascend_support import _session_sim, ascend_kernel, kernels, self_check_on, sim, sim_path  # noqa: F401
+from ascend_support import (  # noqa: F401
+    _session_sim,
+    ascend_kernel,
+    kernels,
+    self_check_on,
+    sim,
+    sim_path,
+    start_up_level,
+)
 
 # jaxlib releases known to have --xla_cpu_use_fusion_emitters (0.6.0, the oldest supported, and
 # 0.10.2 were checked); for any other, a subprocess asks XLA, which aborts on a flag it lacks.
@@ -51,6 +59,9 @@ def _xla_accepts(flags: str) -> bool:
     )
     return probe.returncode == 0
 
+
+# No on-disk cache of first uses on Ascend (the simulator's) unless a test asks for one.
+os.environ["JAX_GRIDSAMPLE_ASCEND_CACHE"] = "off"
 
 _FLAGS = os.environ.get("XLA_FLAGS", "")
 if "--xla_backend_optimization_level" not in _FLAGS:

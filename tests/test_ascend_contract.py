@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import os
 import re
 import shutil
 import threading
@@ -24,18 +23,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from ascend_support import (  # noqa: I001 - the tests' own helpers
+from ascend_support import (  # the Ascend tests' helpers
     ACL_DTYPES,
     BACKWARD,
     CASES,
     DTYPES,
     ENV,
     FORWARD,
+    PROBE,
+    Sim,
     SimCalls,
     _attrs,
     _calls,
     _ran_on_aclnn,
-    _step,
     ascend_backward,
     ascend_forward,
     assert_close,
@@ -43,10 +43,11 @@ from ascend_support import (  # noqa: I001 - the tests' own helpers
     f64,
     make_data,
     oracle,
+    set_environment,
 )
 
 import jax_gridsample
-from jax_gridsample import _ascend, _ascend_self_check, _primitives
+from jax_gridsample import _ascend, _ascend_self_check, _compat, _primitives
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -174,6 +175,24 @@ def test_an_executor_never_launched_is_made_repeatable_then_destroyed(sim):
     assert calls.index("aclSetAclOpExecutorRepeatable") < calls.index("aclDestroyAclOpExecutor")
 
 
+def test_an_executor_from_opbases_cache_is_destroyed_when_never_launched(sim):
+    """A call identical to an earlier one gets a wrapper of opbase's cached executor, which
+    aclSetAclOpExecutorRepeatable refuses (ACLNN_ERR_INNER, acl_op_api.cpp:476-488) and
+    aclDestroyAclOpExecutor deletes (:501-504): when its workspace cannot be had, it is
+    destroyed all the same (the sim fixture counts what is left alive)."""
+    x, g, go = make_data(2, jnp.float16, seed=5, n=3)
+    ascend_backward(go, x, g, 0, 0, False)  # opbase caches this call's executor
+    sim.lib.sim_clear_log()
+    sim.fail_next("aclrtMalloc", 207001)
+    with pytest.raises(Exception, match=r"RESOURCE_EXHAUSTED: .*aclrtMalloc"):
+        jax.block_until_ready(ascend_backward(go, x, g, 0, 0, False, stream=sim.new_stream()))
+    log = sim.log()
+    assert any("(from the op cache)" in line for line in log)
+    calls = _calls(log)
+    assert calls.index("aclSetAclOpExecutorRepeatable") < calls.index("aclDestroyAclOpExecutor")
+    assert "aclnnGridSampler2DBackward" not in calls
+
+
 def test_refuses_to_run_without_a_device_stream(sim):
     """The production handlers on a runtime without a device stream (XLA's CPU client): a clear
     error before any ACL call, never a launch on ACL's default stream."""
@@ -257,6 +276,24 @@ def test_workspace_grows_after_the_stream_is_synchronized(sim):
     assert grow[:3] == ["aclrtSynchronizeStream", "aclrtFree", "aclrtMalloc"]
 
 
+def test_the_stream_cache_keeps_the_largest_workspace_asked(sim, kernels):
+    """The workspace always comes from the per-stream aclrtMalloc cache (XLA's scratch
+    allocator, which aligns to 16 bytes at most, is not used): each stream keeps, until the
+    process exits, the largest workspace any of its calls asked for."""
+    assert set(kernels.workspace_paths()) == {"stream_cache", "none", "cached_buffers",
+                                              "cached_bytes"}
+    stream = sim.new_stream()
+    before = kernels.workspace_paths()["cached_bytes"]
+    x16, g16, go16 = make_data(2, jnp.float16, n=3)  # the larger workspace
+    x, g, go = make_data(2, jnp.float32)
+    for args in ((go16, x16, g16), (go, x, g), (go16, x16, g16)):
+        ascend_backward(*args, 0, 0, False, stream=stream)
+    asked = [int(m.group(1)) for line in sim.log()
+             if (m := re.search(r"-> executor E\d+ workspace=(\d+)", line))]
+    assert kernels.workspace_paths()["cached_bytes"] - before == max(asked)
+    assert _calls(sim.log()).count("aclrtMalloc") == 1
+
+
 @pytest.mark.parametrize("k", (2, 3))
 @pytest.mark.parametrize("mask", [(True, False), (False, True)])
 def test_output_mask_single_gradient(sim, k, mask):
@@ -328,78 +365,144 @@ def test_status_errors_reach_python(sim, k, backward, phase, code):
     ("aclCreateBoolArray", "aclCreateBoolArray returned null"),
     ("aclrtCtxSetSysParamOpt", "aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 1) failed"),
 ])
-def test_helper_failures_reach_python(sim, fn, expected):
+def test_helper_failures_reach_python(sim, start_up_level, fn, expected):
     x, g, go = make_data(2, jnp.float32)
     sim.fail_next(fn, 207001)
     with pytest.raises(Exception, match=re.escape(expected)):
         jax.block_until_ready(ascend_backward(go, x, g, 0, 0, False, deterministic=True))
-    assert sim.lib.sim_get_context_deterministic() in (-1, 0)  # never left raised
 
 
-# --- determinism: what the call asks for, and nothing else ------------------------------------
+# --- determinism: a process setting, applied before the first aclnn call -------------------------
 
 def _option_calls(log):
     return [line for line in log if "SysParamOpt" in line and "Get" not in line]
 
 
-def test_deterministic_call_raises_the_context_option_for_itself_only(sim):
-    """A deterministic call raises the context's ACL_OPT_DETERMINISTIC for its first phase and
-    launch and restores it after; the process-wide option is never touched, so other libraries'
-    later calls are not switched."""
+def _kernels_launched(log):
+    return [m.group(1) for line in log if (m := re.search(r" kernel=(\S+)", line))]
+
+
+def test_a_deterministic_call_touches_no_option(sim):
+    """CANN picks its deterministic kernel from the process's option (opbase c501b51 and later)
+    or from the context's, once per kernel (before): no per-call switch changes the kernel, so
+    the handlers make none; the call's ``deterministic`` attribute is not read by them."""
     x, g, go = make_data(3, jnp.float32)
     ascend_backward(go, x, g, 0, 0, True, deterministic=True)
-    log = sim.log()
-    assert _option_calls(log) == ["aclrtCtxSetSysParamOpt opt=0 value=1",
-                                  "aclrtCtxSetSysParamOpt opt=0 value=0"]
-    query = next(i for i, line in enumerate(log) if "BackwardGetWorkspaceSize" in line)
-    launch = next(i for i, line in enumerate(log) if line.startswith("aclnnGridSampler3DBackward "))
-    raised, restored = (log.index(line) for line in _option_calls(log))
-    assert raised < query < launch < restored
-    assert " ctxdet=1" in log[query]
-    assert sim.lib.sim_get_context_deterministic() == 0
-    assert sim.lib.sim_get_process_deterministic() == 0
-
-
-def test_deterministic_never_lowers_a_level_already_set(sim):
-    sim.lib.sim_set_context_deterministic(3)
-    x, g, go = make_data(2, jnp.float32)
-    ascend_backward(go, x, g, 0, 0, True, deterministic=True)
-    assert _option_calls(sim.log()) == []
-    assert sim.lib.sim_get_context_deterministic() == 3
-
-
-def test_not_deterministic_touches_nothing(sim):
-    x, g, go = make_data(2, jnp.float32)
-    ascend_backward(go, x, g, 0, 0, True)
     ascend_forward(x, g, 0, 0, True, deterministic=True)
-    assert not any("SysParamOpt" in line for line in sim.log())
+    log = sim.log()
+    assert not any("SysParamOpt" in line for line in log)
+    assert _kernels_launched(log)[0] == "aicore"  # CANN's default backward kernel
 
 
-def test_start_up_level_applies_once_and_stays(sim, monkeypatch, kernels):
-    """JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=<level>: the handlers raise the context's and the
-    process's option to that level before their first aclnn call in a context and leave them:
-    every later backward runs CANN's deterministic kernel, asked for per call or not."""
-    monkeypatch.setenv(kernels.DETERMINISTIC_ENV_VAR, "2")
+@pytest.mark.parametrize("release", ("head", "opbase-c501b51", "8.1.RC1"))
+def test_start_up_level_applies_once_and_stays(sim, start_up_level, release):
+    """JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1: before their first aclnn call, the handlers set
+    the context's and the process's option to 1 (the ones both opbase regimes read) and leave
+    them: every backward after runs CANN's deterministic kernel, asked for per call or not, on
+    every release the simulator models."""
+    sim.set(release=release)
     x, g, go = make_data(2, jnp.float32)
     for deterministic in (False, True, False):
         ascend_backward(go, x, g, 0, 0, True, deterministic=deterministic)
     log = sim.log()
-    assert _option_calls(log) == ["aclrtCtxSetSysParamOpt opt=0 value=2",
-                                  "aclrtSetSysParamOpt opt=0 value=2"]
+    assert _option_calls(log) == ["aclrtCtxSetSysParamOpt opt=0 value=1",
+                                  "aclrtSetSysParamOpt opt=0 value=1"]
     assert log.index(_option_calls(log)[1]) < next(
         i for i, line in enumerate(log) if "GetWorkspaceSize" in line)
-    assert [m.group(1) for line in log if (m := re.search(r" kernel=(\S+)", line))] == \
-        ["aicore-deterministic"] * 3
-    assert sim.lib.sim_get_context_deterministic() == 2
-    assert sim.lib.sim_get_process_deterministic() == 2
+    assert _kernels_launched(log) == ["aicore-deterministic"] * 3
+    assert sim.lib.sim_get_context_deterministic() == 1
+    assert sim.lib.sim_get_process_deterministic() == 1
 
 
-def test_start_up_level_must_be_a_level(sim, monkeypatch, kernels):
-    monkeypatch.setenv(kernels.DETERMINISTIC_ENV_VAR, "yes")
+def test_start_up_level_reaches_the_probe(sim, ascend_kernel, start_up_level):
+    """The probe's first phases are the process's first aclnn calls: the level is set before
+    them (an older opbase keeps, per kernel, what it read at the first one)."""
+    ascend_kernel.capabilities("cpu")
+    log = sim.log()
+    first_phase = next(i for i, line in enumerate(log) if "GetWorkspaceSize" in line)
+    assert [log.index(line) < first_phase for line in _option_calls(log)] == [True, True]
+
+
+def test_a_level_someone_else_set_is_left_alone(sim, start_up_level):
+    """Another library set level 3 for the process and 2 for the context: the handlers keep
+    theirs (on opbase c501b51 to f93b493 those mean off: docs/ascend.md says so)."""
+    sim.lib.sim_set_context_deterministic(2)
+    sim.lib.sim_set_process_deterministic(3)
+    x, g, go = make_data(2, jnp.float32)
+    ascend_backward(go, x, g, 0, 0, True, deterministic=True)
+    assert _option_calls(sim.log()) == []
+    assert (sim.lib.sim_get_context_deterministic(), sim.lib.sim_get_process_deterministic()) \
+        == (2, 3)
+
+
+@pytest.mark.parametrize("release, deterministic", [
+    ("head", True), ("opbase-c501b51", False), ("8.1.RC1", False)])
+def test_sim_reads_the_option_as_each_opbase_does(sim, release, deterministic):
+    """Process level 2: on (f93b493 and later: level >= 1), off (c501b51 to f93b493:
+    determinConfig == 1), and off before c501b51 (which reads the context's, unset here)."""
+    sim.set(release=release)
+    sim.lib.sim_set_process_deterministic(2)
+    x, g, go = make_data(2, jnp.float32)
+    ascend_backward(go, x, g, 0, 0, True)
+    assert _kernels_launched(sim.log()) == ["aicore-deterministic" if deterministic else "aicore"]
+
+
+def test_sim_keeps_what_an_older_opbase_read_first(sim):
+    """Before c501b51, the context's option is read the first time a kernel is tiled and kept:
+    raised later, it changes nothing for that kernel."""
+    sim.set(release="8.1.RC1")
+    x, g, go = make_data(2, jnp.float32)
+    ascend_backward(go, x, g, 0, 0, True)
+    sim.lib.sim_set_context_deterministic(1)
+    ascend_backward(go, x, g, 0, 0, True)
+    assert _kernels_launched(sim.log()) == ["aicore", "aicore"]
+
+
+@pytest.mark.parametrize("value", ("2", "3", "yes"))
+def test_start_up_level_must_be_1(sim, kernels, value):
+    """Only 1: opbase c501b51 to f93b493 reads 2 and 3 as off. The handlers refuse every call
+    with the reason, and the lowering keeps every call off aclnn with it."""
+    set_environment(kernels, kernels.DETERMINISTIC_ENV_VAR, value)
     x, g, _ = make_data(2, jnp.float32)
-    with pytest.raises(Exception, match=r"INVALID_ARGUMENT: .*JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC "
-                                        r"is \"yes\"; expected a level .*1, 2 or 3"):
+    with pytest.raises(Exception, match=rf"INVALID_ARGUMENT: .*JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC "
+                                        rf"is \"{value}\"; expected 1 \(or unset\)"):
         jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
+    assert _ascend.deterministic_level() == (None, _ascend.deterministic_level()[1])
+    assert "expected 1 (or unset)" in _ascend.deterministic_level()[1]
+    assert sim.log() == []
+
+
+def test_the_environment_is_read_once(sim, kernels, monkeypatch):
+    """The handlers read their variables at first use and keep them (tests use the
+    reread_environment hook): changing one later changes nothing."""
+    x, g, go = make_data(2, jnp.float32)
+    monkeypatch.setenv(kernels.DETERMINISTIC_ENV_VAR, "1")
+    monkeypatch.setenv(ENV, "libnothing.so")
+    ascend_backward(go, x, g, 0, 0, True)
+    assert _option_calls(sim.log()) == []
+    assert _ascend.deterministic_level() == (None, None)
+
+
+def test_deterministic_without_the_level_runs_the_reference(sim, ascend_kernel):
+    """deterministic=True without the start-up level: "auto" runs the deterministic reference
+    (no warning); "native" says which variable to set."""
+    x, g, go = make_data(2, jnp.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _ran_on_aclnn(sim, lambda: jax_gridsample.grid_sample_backward(
+            go, x, g, deterministic=True)) == (False, False)
+    assert _ran_on_aclnn(sim, lambda: jax_gridsample.grid_sample_backward(go, x, g)) == \
+        (False, True)
+    with pytest.raises(NotImplementedError, match=r"start Python with "
+                                                  r"JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1"):
+        jax_gridsample.grid_sample_backward(go, x, g, deterministic=True, implementation="native")
+
+
+def test_deterministic_with_the_level_runs_on_aclnn(sim, ascend_kernel, start_up_level):
+    x, g, go = make_data(2, jnp.float32)
+    assert _ran_on_aclnn(sim, lambda: jax_gridsample.grid_sample_backward(
+        go, x, g, deterministic=True)) == (False, True)
+    assert _kernels_launched(sim.log()) == ["aicore-deterministic"]
 
 
 @pytest.mark.parametrize("soc, on_aclnn", [("Ascend910B2", True), ("Ascend950PR_9599", True),
@@ -479,9 +582,10 @@ def test_chip_families():
                          ids=("a2", "training", "950"))
 def test_routing_sends_aclnn_exactly_what_cann_takes(sim, ascend_kernel, release, soc):
     """Every mode, dtype and channel class, forward and backward, on a simulated chip and CANN
-    release: aclnn gets a call exactly when the simulated CANN's first phase takes it (asked of
-    it directly, on other shapes than the probe's) and its documentation does not rule it out
-    (3D bicubic)."""
+    release: aclnn gets a call exactly when the simulated CANN runs it, first phase and launch
+    (asked of it directly, on other shapes than the probe's), and its documentation does not
+    rule it out (3D bicubic). The probe sees only first phases: what fails at launch only (the
+    AICPU kernels' missing bicubic and bfloat16) is routed by documented_limit."""
     sim.set(release=release, soc=soc)
     asked = SimCalls(sim)
     for backward, k, interp, dtype, channels in itertools.product(
@@ -492,7 +596,7 @@ def test_routing_sends_aclnn_exactly_what_cann_takes(sim, ascend_kernel, release
             else [x, g]
         routed = ascend_kernel.rejects("cpu", backward, avals, interpolation=interp,
                                        channels_last=False)
-        expected = asked.first_phase_accepts(backward, k, dtype, interp, channels) and not (
+        expected = asked.runs(backward, k, dtype, interp, channels) and not (
             k == 3 and interp == 2)
         assert (routed is None) == expected, (backward, k, interp, dtype, channels, routed)
 
@@ -539,7 +643,8 @@ def test_native_names_what_cann_rejects(sim, ascend_kernel):
 def test_a_probe_that_cannot_run_keeps_everything_on_the_reference(sim, ascend_kernel):
     sim.lib.sim_set_default_context(False, 0)
     x, g, _ = make_data(2, jnp.float32)
-    out = jax_gridsample.grid_sample(x, g)  # auto: the reference, no error
+    with pytest.warns(RuntimeWarning, match="the aclnn support probe failed on cpu:0"):
+        out = jax_gridsample.grid_sample(x, g)  # auto: the reference, no error
     assert_close(out, oracle(x, g, np.zeros((2, 3, 3, 4)), 0, 0, False)[0], 1e-5)
     assert "no ACL context is current" in ascend_kernel.capabilities("cpu").error
     with pytest.raises(NotImplementedError, match="the aclnn support probe failed on cpu:0"):
@@ -566,6 +671,35 @@ def test_sim_rejects_what_cann_rejects(sim, soc, k, dtype, backward, interp):
     if not (k == 2 and dtype == jnp.float64 and not backward):
         (ascend_backward(go, x, g, interp, 0, False) if backward
          else ascend_forward(x, g, interp, 0, False))  # the same call runs on an A2
+
+
+@pytest.mark.parametrize("soc, dtype, backward, interp, channels", [
+    ("Ascend910A", jnp.bfloat16, False, 0, 3),   # the AICPU forward has no bfloat16
+    ("Ascend910A", jnp.float32, True, 2, 3),     # Atlas training: the AICPU backward
+    ("Ascend910B2", jnp.float64, True, 2, 3),    # float64: the AICPU backward
+    ("Ascend910B2", jnp.float32, True, 2, 2049),  # C > 2048: the AICPU backward
+], ids=("training-bf16-forward", "training-bicubic-backward", "f64-bicubic-backward",
+        "wide-bicubic-backward"))
+def test_sim_fails_at_launch_what_the_aicpu_kernels_lack(sim, ascend_kernel, soc, dtype,
+                                                         backward, interp, channels):
+    """CANN's first phase routes these 2D calls to AICPU kernels that lack their dtype or mode:
+    it succeeds, the launch fails. The probe cannot see that; the routing keeps them on the
+    reference all the same, and "native" says why."""
+    sim.set(soc=soc)
+    x, g, go = make_data(2, dtype, c=channels, n=1)
+    with pytest.raises(Exception, match=r"INTERNAL: .*aclnnGridSampler2D(Backward)? failed with "
+                                        r"ACLNN_ERR_INNER \(561000\): .*has no"):
+        jax.block_until_ready(ascend_backward(go, x, g, interp, 0, False) if backward
+                              else ascend_forward(x, g, interp, 0, False))
+    assert any(line.startswith("aclnnGridSampler2D") and "kernel=aicpu" in line
+               for line in sim.log())
+    mode = ("bilinear", "nearest", "bicubic")[interp]
+    assert _ran_on_aclnn(sim, lambda: jax_gridsample.grid_sample_backward(go, x, g, mode=mode)
+                         if backward else jax_gridsample.grid_sample(x, g, mode=mode)) == \
+        (False, False)
+    with pytest.raises(NotImplementedError, match="its AICPU kernel, which has no"):
+        (jax_gridsample.grid_sample_backward(go, x, g, mode=mode, implementation="native")
+         if backward else jax_gridsample.grid_sample(x, g, mode=mode, implementation="native"))
 
 
 def test_channels_last_is_a_clear_error(sim):
@@ -618,105 +752,12 @@ def test_a_one_pixel_input_with_zeros_and_align_corners_is_routed(sim, ascend_ke
         x, g, align_corners=False))) == (True, False)
 
 
-# --- the self-check: "auto" trusts what passed on the device -----------------------------------
-
-
-
-def test_self_check_passes_and_auto_runs_on_aclnn(sim, ascend_kernel, self_check_on,
-                                                  monkeypatch, kernels):
-    """With determinism set at start-up, every check passes: "auto" runs forward and backward,
-    default and deterministic, on aclnn, and native_status() says so."""
-    monkeypatch.setenv(kernels.DETERMINISTIC_ENV_VAR, "1")
-    x, g, _ = make_data(2, jnp.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert _ran_on_aclnn(sim, lambda: _step(x, g)) == (True, True)
-        assert _ran_on_aclnn(sim, lambda: _step(x, g, deterministic=True)) == (True, True)
-    check = ascend_kernel.self_check("cpu")
-    assert check.failure is None and check.deterministic_failure is None
-    # 4 cases: a forward, and default and deterministic backwards of both, input, grid gradients
-    assert check.compared == 4 * (1 + 2 * (2 + 1 + 1))
-    assert "self-check: passed on cpu:0 (36 results compared)" in "; ".join(
-        ascend_kernel.first_use_summaries())
-
-
-def test_self_check_catches_a_wrong_kernel(sim, ascend_kernel, self_check_on):
-    """A backward that returns wrong values: on first use, one warning naming the first
-    mismatch, and from then on every call of "auto" on the reference."""
-    sim.lib.sim_set_wrong_results(b"aclnnGridSampler2DBackward", 1e-3)
-    x, g, _ = make_data(2, jnp.float32)
-    with pytest.warns(RuntimeWarning, match=r"self-check failed on cpu:0 \(2d-bilinear-border-"
-                                            r"noac backward, both gradients: error .* > 0.0001\)"):
-        _step(x, g)  # the first use runs the check
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # only once
-        assert _ran_on_aclnn(sim, lambda: _step(x, g)) == (False, False)
-    assert not ascend_kernel.self_check("cpu").trusts(False)
-
-
-def test_self_check_catches_a_failing_call(sim, ascend_kernel, self_check_on):
-    sim.fail_next("aclnnGridSampler3D", 561000)
-    with pytest.warns(RuntimeWarning, match=r"an aclnn call failed: .*aclnnGridSampler3D failed "
-                                            r"with ACLNN_ERR_INNER \(561000\)"):
-        ascend_kernel.self_check("cpu")
-    x, g, _ = make_data(2, jnp.float32)
-    assert _ran_on_aclnn(sim, lambda: _step(x, g)) == (False, False)
-
-
-def test_self_check_catches_a_backward_that_is_not_deterministic(sim, ascend_kernel,
-                                                                 self_check_on):
-    """Per call, only the context's option is raised; today's opbase picks kernels by the
-    process's (c501b51), so a deterministic call gets the default kernel, whose atomic adds do
-    not give the same bits twice. The self-check finds it: deterministic backwards run on the
-    reference, everything else on aclnn."""
-    with pytest.warns(RuntimeWarning, match=r"except the deterministic backward \(two runs of a "
-                                            r"deterministic backward with many colliding points "
-                                            r"differ"):
-        ascend_kernel.self_check("cpu")
-    x, g, _ = make_data(2, jnp.float32)
-    assert _ran_on_aclnn(sim, lambda: _step(x, g, deterministic=True)) == (True, False)
-    assert _ran_on_aclnn(sim, lambda: _step(x, g)) == (True, True)
-
-
-def test_native_skips_the_self_check(sim, ascend_kernel, self_check_on):
-    sim.lib.sim_set_wrong_results(b"", 1.0)
-    x, g, _ = make_data(2, jnp.float32)
-    jax.block_until_ready(jax_gridsample.grid_sample(x, g, implementation="native"))
-    assert ascend_kernel._self_checks == {}
-    assert _calls(sim.log()).count("aclnnGridSampler2D") == 1
-
-
-def test_self_check_off_trusts_aclnn(sim, ascend_kernel):
-    sim.lib.sim_set_wrong_results(b"", 1.0)  # a check would fail
-    x, g, _ = make_data(2, jnp.float32)
-    assert _ran_on_aclnn(sim, lambda: _step(x, g)) == (True, True)
-    assert ascend_kernel._self_checks == {}
-
-
-def test_self_check_setting_is_validated(monkeypatch):
-    monkeypatch.setenv(_ascend_self_check.ENV_VAR, "maybe")
-    with pytest.raises(ValueError, match=r"JAX_GRIDSAMPLE_ASCEND_SELF_CHECK='maybe': expected "
-                                         r"'on' or 'off'"):
-        _ascend_self_check.enabled()
-
-
-def test_self_check_on_an_older_release_with_start_up_determinism(sim, ascend_kernel,
-                                                                  self_check_on, monkeypatch,
-                                                                  kernels):
-    """8.1.RC1's opbase reads the context's option once per kernel: set at start-up, before the
-    first call, it holds for every later call, and the deterministic check passes."""
-    monkeypatch.setenv(kernels.DETERMINISTIC_ENV_VAR, "1")
-    sim.set(release="8.1.RC1")
-    check = ascend_kernel.self_check("cpu")
-    assert check.trusts(True), check.summary()
-
-
 # --- loading the library -------------------------------------------------------------------
 
 def test_missing_library_is_a_clear_error(sim, kernels, tmp_path):
     x, g, _ = make_data(2, jnp.float32)
     missing = str(tmp_path / "libopapi_missing.so")
-    os.environ[ENV] = missing
+    set_environment(kernels, ENV, missing)
     with pytest.raises(Exception) as info:
         jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
     msg = str(info.value)
@@ -725,13 +766,13 @@ def test_missing_library_is_a_clear_error(sim, kernels, tmp_path):
         kernels.load_libraries()
 
 
-def test_library_without_the_symbols_is_a_clear_error(sim, sim_path):
+def test_library_without_the_symbols_is_a_clear_error(sim, sim_path, kernels):
     x, g, _ = make_data(2, jnp.float32)
-    os.environ[ENV] = "libm.so.6"
+    set_environment(kernels, ENV, "libm.so.6")
     with pytest.raises(Exception, match=r"cannot load the CANN library libm\.so\.6 \(defines "
                                         r"none of the symbols still missing\)"):
         jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
-    os.environ[ENV] = f"{sim_path}:libm.so.6"  # nothing left to add after the sim
+    set_environment(kernels, ENV, f"{sim_path}:libm.so.6")  # nothing left to add after the sim
     with pytest.raises(Exception, match=r"cannot load the CANN library libm\.so\.6"):
         jax.block_until_ready(ascend_forward(x, g, 0, 0, False))
 
@@ -753,10 +794,11 @@ def test_alternatives_keep_only_the_first_that_has_the_grid_sampler(sim, kernels
     cv, combined = tmp_path / "libopapi_cv_sim.so", tmp_path / "libopapi_sim.so"
     for path in (cv, combined):
         shutil.copy(sim_path, path)
-    os.environ[ENV] = f"{cv}|{combined}"
+    set_environment(kernels, ENV, f"{cv}|{combined}")
     assert kernels.load_libraries() == f"loaded from {cv}"
     assert _mapped(cv) and not _mapped(combined)  # the second was never opened
-    os.environ[ENV] = f"libm.so.6|{combined}"  # a library without the symbols is skipped
+    # a library without the symbols is skipped
+    set_environment(kernels, ENV, f"libm.so.6|{combined}")
     assert kernels.load_libraries() == f"loaded from {combined}"
 
 
@@ -767,7 +809,7 @@ def test_an_opapi_library_already_loaded_is_reused(sim, kernels, sim_path, tmp_p
     for path in (cv, combined):
         shutil.copy(sim_path, path)
     ctypes.CDLL(str(combined))  # as torch_npu would have
-    os.environ[ENV] = f"{cv}|{combined}"
+    set_environment(kernels, ENV, f"{cv}|{combined}")
     assert kernels.load_libraries() == f"loaded from {combined} (already loaded)"
     assert not _mapped(cv)
 
@@ -777,15 +819,15 @@ def test_loader_reports_where_it_loaded_from(sim, kernels, sim_path):
     assert sim_path in _ascend.status()
 
 
-def test_status_says_separately_what_is_there(sim, sim_path, tmp_path, monkeypatch):
+def test_status_says_separately_what_is_there(sim, sim_path, tmp_path, monkeypatch, kernels):
     """Handlers built, CANN libraries found (where) or not, Ascend platform known or not; and
     "available" only with all three."""
-    os.environ[ENV] = str(tmp_path / "libnothing.so")
+    set_environment(kernels, ENV, str(tmp_path / "libnothing.so"))
     status = _ascend.status()
     assert status.startswith("handlers built; CANN libraries not found (")
     assert "libnothing.so" in status and "; no Ascend platform known to JAX (no Ascend PJRT " \
         "plugin)" in status
-    os.environ[ENV] = sim_path  # loaded by this process already (Sim), so reused
+    set_environment(kernels, ENV, sim_path)  # loaded by this process already (Sim), so reused
     loaded = f"CANN libraries loaded from {sim_path} (already loaded)"
     assert _ascend.status().startswith(f"handlers built; {loaded}; no Ascend platform known to "
                                        "JAX (no Ascend PJRT plugin)")
@@ -796,24 +838,92 @@ def test_status_says_separately_what_is_there(sim, sim_path, tmp_path, monkeypat
 
 # --- the package's lowering, end to end ------------------------------------------------------
 
-def test_no_ascend_lowering_without_the_plugin():
-    assert not any(name in _primitives.NATIVE_KERNELS for name in
-                   _ascend.lowering_platform_names())
-    called = []
-    _ascend.on_platform_known(called.append)
-    assert called == []
-    with pytest.raises(RuntimeError, match="no Ascend platform known to JAX"):
-        jax_gridsample.ascend_self_check()
+@pytest.mark.parametrize("spelling", _ascend.PLATFORM_NAMES)
+def test_an_export_for_each_spelling_reaches_the_ascend_rule(monkeypatch, spelling):
+    """JAX picks a lowering rule by the plugin's own platform string: an artifact exported for
+    any spelling calls the aclnn targets (the probe's answer stands in for a device here)."""
+    monkeypatch.setenv(_ascend_self_check.ENV_VAR, "off")
+    monkeypatch.setitem(_ascend.KERNEL._capabilities, spelling,
+                        _ascend.Capabilities(f"{spelling}:0", "Ascend910B2", "8.1.RC1"))
+    x, g, _ = make_data(2, jnp.float32)
+
+    def loss(x, g):
+        return jnp.sum(jax_gridsample.grid_sample(x, g) ** 2)
+
+    exported = _compat.import_jax_export().export(
+        jax.jit(jax.grad(loss, argnums=(0, 1))), platforms=(spelling,),
+        disabled_checks=jax_gridsample.export_safety_checks())(x, g)
+    text = exported.mlir_module()
+    assert _ascend.FORWARD_TARGET in text and _ascend.BACKWARD_TARGET in text
 
 
-def test_registers_once_jax_knows_the_platform(monkeypatch):
-    called = []
-    monkeypatch.setattr(_ascend, "_known", lambda name: name == "ascend")
-    _ascend.on_platform_known(called.append)
-    assert called == ["ascend"]
+@pytest.mark.parametrize("spelling", _ascend.PLATFORM_NAMES)
+def test_the_ffi_targets_reach_a_plugin_of_each_spelling(monkeypatch, spelling):
+    """jaxlib queues a registration for a platform until its plugin registers a handler; the
+    handlers are queued under every spelling, so a plugin of any spelling receives them."""
+    from jaxlib import xla_client
+
+    received = []
+    monkeypatch.setattr(xla_client, "_custom_callback_handler",
+                        dict(xla_client._custom_callback_handler))
+    monkeypatch.setattr(xla_client, "_custom_callback", {
+        name: list(queue) for name, queue in xla_client._custom_callback.items()})
+    xla_client.register_custom_call_handler(
+        spelling, lambda name, fn, platform, api_version, traits: received.append(
+            (name, platform, api_version)))
+    assert {(t, spelling, 1) for t in (_ascend.FORWARD_TARGET, _ascend.BACKWARD_TARGET,
+                                      _ascend.PROBE_TARGET)} <= set(received)
 
 
-def test_public_api_runs_on_aclnn(sim, ascend_kernel):
+@pytest.mark.parametrize("spelling", _ascend.PLATFORM_NAMES)
+def test_a_call_under_each_spelling_runs_on_aclnn(sim, monkeypatch, spelling):
+    """The Ascend rule made for a spelling (the CPU client lowering it, its devices standing in
+    for the plugin's): the probe, the routing and the call run on aclnn, keyed by it."""
+    monkeypatch.setenv(_ascend_self_check.ENV_VAR, "off")
+    cpu = jax.devices("cpu")[0]
+    asked = []
+    monkeypatch.setattr(_ascend, "local_device",
+                        lambda platform: asked.append(platform) or cpu)
+    kernel = _ascend.AscendKernel(FORWARD, BACKWARD, PROBE,
+                                  {"test_stream": np.int64(Sim.test_stream)})
+    native = _primitives.ascend_native_kernel(kernel)
+    prims = (_primitives.grid_sample_p, _primitives.grid_sample_backward_p)
+    monkeypatch.setitem(_compat._PARTITIONED_RULES[prims[0]], "cpu", _primitives._native_lowering(
+        spelling, native, False, _primitives._reference_lowering(_primitives._forward_reference,
+                                                                 False)))
+    monkeypatch.setitem(_compat._PARTITIONED_RULES[prims[1]], "cpu", _primitives._native_lowering(
+        spelling, native, True, _primitives._reference_lowering(_primitives._backward_reference,
+                                                                True)))
+    jax.clear_caches()
+    x, g, go = make_data(2, jnp.float32)
+    try:
+        assert _ran_on_aclnn(sim, lambda: jax_gridsample.grid_sample_backward(go, x, g)) == \
+            (False, True)
+    finally:
+        jax.clear_caches()
+    assert set(asked) == {spelling}  # the rule asks for its own spelling's device
+    assert list(kernel._capabilities) == ["cpu:0"]  # and keeps what it found per device
+
+
+def test_the_device_is_found_by_any_spelling():
+    """A backend's name or its devices' platform, up to case."""
+    cpu = jax.local_devices(backend="cpu")[0]
+    assert _ascend.local_device("CPU") == cpu
+    with pytest.raises(RuntimeError, match="this process has no 'npu' device"):
+        _ascend.local_device("npu")
+
+
+def test_status_reports_a_plugin_that_refused_the_registration(monkeypatch):
+    monkeypatch.setattr(_ascend, "_REFUSED", {"ASCEND": "XlaRuntimeError: no FFI extension"})
+    assert "the plugin for 'ASCEND' refused the registration (XlaRuntimeError: no FFI " \
+        "extension)" in _ascend.status()
+    monkeypatch.setattr(_ascend, "_MODULE", None)
+    monkeypatch.setattr(_ascend, "_STATUS", "registering ... failed")
+    assert _ascend.status().startswith("the Ascend PJRT plugin refused the handlers' "
+                                       "registration")
+
+
+def test_public_api_runs_on_aclnn(sim, ascend_kernel, start_up_level):
     x, g, _ = make_data(2, jnp.float32)
 
     def loss(x, g):
@@ -942,208 +1052,3 @@ def test_sim_contexts_are_per_thread(sim):
     t.start()
     t.join()
     assert seen["other"][0] == 107002
-
-
-# --- the hardware acceptance script (benchmarks/ascend.py), run against the simulator ---------
-
-def _acceptance():
-    import importlib.util
-
-    path = Path(__file__).parents[1] / "benchmarks" / "ascend.py"
-    spec = importlib.util.spec_from_file_location("ascend_acceptance", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _tiny(acceptance):
-    """The script's sections on a few tiny shapes each (a fresh module: nothing leaks); the
-    parity case scatters 64 points into 9 pixels, so that atomics show."""
-    acceptance.MODES, acceptance.PADDINGS = {2: ("bilinear",)}, ("border",)
-    acceptance.SHAPES = {2: ((1, 2, 3, 3), (1, 8, 8, 2))}
-    acceptance.ROUTE_SHAPES = (
-        ("wide-c", (1, 2049, 2, 3), (1, 2, 2, 2), "bilinear", "zeros", False, ("float32",)),)
-    acceptance.CHAIN_SHAPES = (
-        ("2d", (2, 3, 6, 7), (2, 5, 4, 2), (2, 3, 4, 2), "bilinear", "border", False),)
-    acceptance.CHAIN_RUNS = 2
-    acceptance.COLLISION_SHAPES = (("2d", (1, 2, 2, 2), (1, 24, 24, 2), "float32"),)
-    acceptance.EMPTY_CASES, acceptance.EMPTY_DTYPES = acceptance.EMPTY_CASES[:1], ("float32",)
-    acceptance.TIMING_SHAPES, acceptance.TIMING_DTYPES = (("2d", (1, 2, 7, 9), (4, 5)),), \
-        ("float32",)
-    acceptance.TIMING_WARMUP = 0
-    return acceptance
-
-
-def _run_acceptance(sim, kernel, tmp_path) -> tuple[int, str, dict, int]:
-    """The whole script (``--quick``, tiny shapes, no torch_npu) on the simulator: its exit
-    status, its output, its JSON report, and where in the simulator's log its self-check
-    ended."""
-    import dataclasses
-    import io
-    import json
-
-    acceptance, cpu, out, marks = _tiny(_acceptance()), jax.devices("cpu")[0], io.StringIO(), {}
-
-    def self_check():
-        outcome = dataclasses.asdict(kernel.self_check("cpu"))
-        marks["self_check_end"] = len(sim.log())
-        return outcome
-
-    args = acceptance.parser().parse_args(
-        ["--quick", "--repeats", "1", "--no-torch", "--json", str(tmp_path / "report.json")])
-    status = acceptance.run_acceptance(cpu, cpu, args, out=out, kernel=kernel,
-                                       self_check=self_check)
-    report = json.loads((tmp_path / "report.json").read_text())
-    return status, out.getvalue(), report, marks["self_check_end"]
-
-
-ACCEPTANCE_SECTIONS = ["self-check", "parity", "routes", "chain", "coordinates", "empty", "nan",
-                       "timings", "deterministic", "reproducibility", "workspace", "overall"]
-
-
-def _verdicts(output: str) -> dict[str, str]:
-    lines = re.findall(r"^VERDICT ([\w-]+): (\w+) \((.*)\)$", output, re.M)
-    assert [section for section, _, _ in lines] == ACCEPTANCE_SECTIONS, output
-    return {section: f"{word} ({detail})" for section, word, detail in lines}
-
-
-def test_acceptance_script_passes_on_aclnn(sim, ascend_kernel, monkeypatch, kernels, tmp_path):
-    """Every section of the script on the simulator, with determinism set at start-up: one
-    verdict line per section, all passing, the overall one last; the header names CANN's
-    version, the chip and the start-up level; the JSON report has every section and verdict;
-    the wide case reached CANN's AICPU backward."""
-    monkeypatch.setenv(kernels.DETERMINISTIC_ENV_VAR, "1")
-    status, output, report, _ = _run_acceptance(sim, ascend_kernel, tmp_path)
-    verdicts = _verdicts(output)
-    assert status == 0, output
-    assert {s: v.split()[0] for s, v in verdicts.items()} == dict.fromkeys(
-        ACCEPTANCE_SECTIONS, "PASS") | {"coordinates": "REPORTED", "workspace": "REPORTED"}
-    assert verdicts["parity"] == "PASS (2 passed)"  # the forward and the default backward
-    assert verdicts["routes"] == "PASS (2 passed)"
-    assert verdicts["deterministic"] == "PASS (1 passed, 1 routed)"  # C > 2048: routed
-    assert verdicts["coordinates"] == "REPORTED (2 grids: 2 the same as the reference, 0 differ)"
-    assert "CANN: head (ops-cv 6ae87653, opbase aa3cd74); chip: Ascend910B2 (atlas-a2-a3)" \
-        in output
-    assert "JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1: every aclnn backward" in output
-    assert "HINT" not in output
-    assert re.search(r"VERDICT workspace: REPORTED \(XLA's scratch allocator for \d+ calls, the "
-                     r"per-stream cache for \d+ \(\d+ buffers", output)
-    assert report["workspace"]["scratch"] + report["workspace"]["stream_cache"] > 0
-    assert report["verdicts"] == {s: f"VERDICT {s}: {v}" for s, v in verdicts.items()}
-    assert {"self_check", "parity", "routes", "chain", "coordinates", "empty", "nan",
-            "collisions_default", "timings", "deterministic", "collisions_deterministic",
-            "workspace", "summary"} <= set(report)
-    assert report["environment"]["soc_name"] == "Ascend910B2"
-    assert any(re.match(r"aclnnGridSampler2DBackward .* kernel=aicpu$", line)
-               for line in sim.log())
-
-
-def test_acceptance_script_runs_default_calls_before_deterministic_ones(sim, ascend_kernel,
-                                                                        tmp_path):
-    """After the self-check (what "auto" runs first), every default backward (the parity and
-    route cases, the default collisions, the timings) asks CANN for its first phase before the
-    first deterministic one does. Without a start-up level, today's CANN (the simulator's
-    "head") picks the default kernel for a per-call deterministic backward: the script says
-    so, fails those sections and tells the user to set JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC."""
-    status, output, report, self_check_end = _run_acceptance(sim, ascend_kernel, tmp_path)
-    first_phases = [line for line in sim.log()[self_check_end:]
-                    if re.match(r"aclnnGridSampler[23]DBackwardGetWorkspaceSize ", line)]
-    asked = [" ctxdet=1" in line for line in first_phases]  # deterministic=True raises it
-    first = asked.index(True)
-    assert not any(asked[:first]) and all(asked[first:]), first_phases
-    assert any(re.search(r" input=T\d+\[1,2,7,9\]", line) for line in first_phases[:first])
-    launches = [line for line in sim.log()[self_check_end:]
-                if re.match(r"aclnnGridSampler[23]DBackward ", line)]
-    assert launches and not any("kernel=aicore-deterministic" in line for line in launches)
-
-    verdicts = _verdicts(output)
-    assert status == 1
-    assert verdicts["self-check"].startswith(
-        "FAIL (36 results compared; deterministic failure: two runs of a deterministic backward")
-    assert verdicts["deterministic"] == "FAIL (1 failed, 1 routed; 1 not reproducible)"
-    assert verdicts["reproducibility"] == ("FAIL (deterministic backward: 1 failed; default "
-                                           "backward: 1 of 1 differ between two runs)")
-    assert verdicts["overall"] == "FAIL (failed: self-check, deterministic, reproducibility)"
-    assert all(verdicts[s].startswith("PASS") for s in
-               ("parity", "routes", "chain", "empty", "nan", "timings"))
-    assert "HINT: deterministic=True alone did not make the backward reproducible" in output
-    assert "start Python with JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1" in output
-    assert report["summary"]["failed_sections"] == ["self-check", "deterministic",
-                                                    "reproducibility"]
-
-
-def test_acceptance_quick_covers_default_and_deterministic_backwards():
-    acceptance = _acceptance()
-    for cases in (acceptance.covered_cases(quick=True), acceptance.route_cases(quick=True)):
-        kinds = {(c["op"], c["deterministic"]) for c in cases}
-        assert kinds == {("forward", None), ("backward", False), ("backward", True)}
-    assert {c["route"] for c in acceptance.route_cases()} == {
-        "wide-c", "wide-c-3d", "large-plane", "large-volume", "batch-64", "batch-64-3d"}
-    assert all(c["input_shape"][1] > _ascend.AICORE_MAX_CHANNELS
-               for c in acceptance.route_cases(pattern="^wide-c"))
-
-
-def test_acceptance_checks_catch_a_wrong_kernel(sim, ascend_kernel):
-    """Results off by 1e-3: every case, the route cases, the chain and the timed calls fail;
-    the exact coordinates report it (they are not judged)."""
-    acceptance, cpu = _tiny(_acceptance()), jax.devices("cpu")[0]
-    sim.lib.sim_set_wrong_results(b"", 1e-3)
-    cases = acceptance.covered_cases(quick=True) + acceptance.route_cases(quick=True)
-    cases = [c for c in cases if c["name"].endswith("-fwd") or c["route"]]
-    results = {r["name"]: r["status"] for r in
-               (acceptance.check_case(case, cpu, cpu) for case in cases)}
-    assert results == {"2d-bilinear-border-noac-float32-fwd": "fail",
-                       "wide-c-2d-bilinear-zeros-noac-float32-fwd": "fail",
-                       "wide-c-2d-bilinear-zeros-noac-float32-bwd-both-nondet": "fail",
-                       "wide-c-2d-bilinear-zeros-noac-float32-bwd-both-det": "routed"}
-    assert acceptance.check_chain(cpu, cpu)["status"] == "fail"
-    assert acceptance.time_cases(cpu, cpu, repeats=1)[0]["check"]["status"] == "fail"
-    coordinates = acceptance.check_coordinates(cpu, cpu, quick=True)
-    assert coordinates["status"] == "reported"
-    assert all(c["differs"] for c in coordinates["checks"])
-
-
-def test_acceptance_checks_catch_a_failing_call(sim, ascend_kernel):
-    acceptance, cpu = _tiny(_acceptance()), jax.devices("cpu")[0]
-    for check, entry_point in (
-            (lambda: acceptance.check_chain(cpu, cpu), "aclnnGridSampler2DBackward"),
-            (lambda: acceptance.check_coordinates(cpu, cpu, quick=True), "aclnnGridSampler2D"),
-            (lambda: acceptance.check_collisions(cpu, cpu, True), "aclnnGridSampler2DBackward")):
-        sim.fail_next(entry_point, 561000)
-        result = check()
-        assert result["status"] == "fail"
-        assert f"{entry_point} failed with ACLNN_ERR_INNER (561000)" in result["checks"][0]["error"]
-
-
-def test_acceptance_empty_checks_see_a_result_nobody_wrote(sim, ascend_kernel):
-    """The handler zeroes grad_input of a call without output points with aclrtMemsetAsync;
-    the simulator makes the next one succeed without writing: the pre-filled result shows it."""
-    acceptance, cpu = _tiny(_acceptance()), jax.devices("cpu")[0]
-    assert acceptance.check_empty(cpu, cpu, kernel=ascend_kernel)["status"] == "pass"
-    sim.fail_next("aclrtMemsetAsync", 0)
-    result = acceptance.check_empty(cpu, cpu, kernel=ascend_kernel)
-    assert result["status"] == "fail"
-    assert result["checks"][0]["problems"] == [
-        "pre-filled grad_input (mask both): 180 of 180 entries not zero"]
-
-
-def test_acceptance_times_torch_npu_in_a_process_of_its_own(tmp_path, monkeypatch):
-    """torch_npu is imported by another process (here stand-ins for torch and torch_npu, the
-    latter saying where it runs), and what that process answers fills the timing rows."""
-    (tmp_path / "torch.py").write_text("")
-    (tmp_path / "torch_npu.py").write_text(
-        "import os\nraise ImportError(f'torch_npu stand-in in process {os.getpid()}')\n")
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    acceptance = _acceptance()
-    rows = [dict(input_shape=[1, 2, 3, 4], out_spatial=[2, 2], dtype="float32")]
-    acceptance.time_torch(rows, jax.devices("cpu")[0], repeats=1, warmup=0)
-    match = re.fullmatch(r"not installed \(ImportError: torch_npu stand-in in process (\d+)\)",
-                         rows[0]["torch_npu"])
-    assert match and int(match.group(1)) != os.getpid(), rows
-    assert "torch_npu" not in __import__("sys").modules
-
-
-def test_acceptance_script_without_an_npu(capsys):
-    assert _acceptance().main([]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("no Ascend NPU visible to JAX") and out.count("\n") == 1

@@ -133,26 +133,30 @@ def test_backward_with_output_mask(name):
         _close(g, w)
 
 
-@pytest.mark.parametrize("module, targets, platform", [
-    ("_cpu_kernels", (_contract.FORWARD_TARGET, _contract.BACKWARD_TARGET), "cpu"),
-    ("_ascend_kernels", (_ascend.FORWARD_TARGET, _ascend.BACKWARD_TARGET), "ASCEND"),
+@pytest.mark.parametrize("module, targets, platforms", [
+    ("_cpu_kernels", (_contract.FORWARD_TARGET, _contract.BACKWARD_TARGET), ("cpu",)),
+    ("_ascend_kernels", (_ascend.FORWARD_TARGET, _ascend.BACKWARD_TARGET),
+     _ascend.PLATFORM_NAMES),
 ])
-def test_every_name_of_a_target_is_registered(monkeypatch, module, targets, platform):
-    """Each target is registered under its name and under its other names, same handler."""
+def test_every_name_of_a_target_is_registered(monkeypatch, module, targets, platforms):
+    """Each target is registered under its name and under its other names, same handler, for
+    every spelling of its platform."""
     registered = {}
     monkeypatch.setattr(jax.ffi, "register_ffi_target",
                         lambda name, capsule, platform, **_: registered.setdefault(
                             (name, platform), capsule))
-    compiled, status = _native.load_and_register(module, targets, platform)
-    assert status == "available"
+    compiled, status, refused = _native.load_and_register(module, targets, platforms)
+    assert (status, refused) == ("available", {})
     handlers = compiled.registrations()
     for target in targets:
         names = [target, *(a for a, t in _contract.ALIASES.items() if t == target)]
         assert len(names) == 2
         for alias in names:
-            assert registered[(alias, platform)] is not None
+            for platform in platforms:
+                assert registered[(alias, platform)] is not None
         # the same handler (one capsule each call: compare the pointers they hold)
-        pointers = {_pointer(registered[(alias, platform)]) for alias in names}
+        pointers = {_pointer(registered[(alias, platform)]) for alias in names
+                    for platform in platforms}
         assert pointers == {_pointer(handlers[target])}
 
 

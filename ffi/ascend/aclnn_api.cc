@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "environment.h"
+
 namespace gs_ascend {
 namespace {
 
@@ -200,9 +202,9 @@ std::unique_ptr<Loaded> Load(const std::string& key, bool explicit_list, std::st
 }  // namespace
 
 const AclnnApi* LoadAclnnApi(std::string* error) {
-  const char* env = std::getenv(kLibrariesEnvVar);
-  const bool explicit_list = env != nullptr && env[0] != '\0';
-  const std::string key = explicit_list ? std::string(env) : std::string(kDefaultLibraries);
+  const std::string env = CurrentEnvironment().libraries;
+  const bool explicit_list = !env.empty();
+  const std::string key = explicit_list ? env : std::string(kDefaultLibraries);
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_current != nullptr && g_current->key == key) return &g_current->api;
   std::unique_ptr<Loaded> loaded = Load(key, explicit_list, error);

@@ -146,10 +146,8 @@ struct AclnnApi {
 // order.
 inline constexpr const char* kLibrariesEnvVar = "JAX_GRIDSAMPLE_ACLNN_LIBS";
 
-// Set to a level (1, 2 or 3) to make every aclnn call in each ACL context the
-// handlers run in deterministic from the handlers' first call in it on: they
-// raise ACL_OPT_DETERMINISTIC of the context and of the process to that level
-// (never lowering one) and leave it there. See docs/ascend.md, "Determinism".
+// Set to 1 at start-up to make every aclnn call of the process deterministic
+// (determinism.h; docs/ascend.md, "Determinism").
 inline constexpr const char* kDeterministicEnvVar = "JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC";
 
 // The list used when the environment variable is unset or empty: aclCreateTensor
@@ -163,8 +161,8 @@ inline constexpr const char* kDefaultLibraries =
     "libnnopbase.so:libascendcl.so|libacl_rt.so:libopapi_cv.so|libopapi.so";
 
 // Returns the API, loading it on first use (thread-safe). The libraries are
-// (re)loaded when the environment variable's value changes, so that a process
-// can be pointed at another installation (the tests use this). On failure
+// (re)loaded when the variable's value, as environment.h keeps it, changes
+// (the tests point a process at another simulated library that way). On failure
 // returns nullptr and sets *error to a message naming the libraries and
 // symbols that are missing and how to fix it.
 const AclnnApi* LoadAclnnApi(std::string* error);

@@ -125,8 +125,13 @@ class BoolArray {
 // so it is never destroyed here. One that is never launched (a failed
 // workspace allocation, a support probe) is made repeatable and destroyed,
 // the lifecycle nnopbase documents for executors the caller manages
-// (aclSetAclOpExecutorRepeatable.md); where CANN lacks those two calls it is
-// left to CANN.
+// (aclSetAclOpExecutorRepeatable.md). An executor that opbase's op cache
+// handed out (a wrapper of a cached one) cannot be made repeatable
+// (aclSetAclOpExecutorRepeatable returns ACLNN_ERR_INNER for it, opbase
+// acl_op_api.cpp:476-488), but aclDestroyAclOpExecutor deletes it
+// (acl_op_api.cpp:501-504), as the second phase does on its error path
+// (op_executor.cpp, DeleteExecutorForError): so it is destroyed either way.
+// Where CANN lacks those two calls it is left to CANN.
 class Executor {
  public:
   explicit Executor(const AclnnApi& api) : api_(api) {}
@@ -137,9 +142,8 @@ class Executor {
         api_.destroy_executor == nullptr) {
       return;
     }
-    if (api_.set_executor_repeatable(executor_) == kAclnnSuccess) {
-      api_.destroy_executor(executor_);
-    }
+    api_.set_executor_repeatable(executor_);  // fails for a cache wrapper: destroyed all the same
+    api_.destroy_executor(executor_);
   }
   aclOpExecutor** out() { return &executor_; }
   // Hands the executor to the launch; it is not ours afterwards.
@@ -284,6 +288,9 @@ inline ffi::Error RequireDevice(const AclnnApi& api, int32_t device_ordinal) {
 // the libraries, a current ACL context on the call's device, and the start-up
 // determinism level applied (determinism.h).
 inline ffi::ErrorOr<const AclnnApi*> PrepareCall(aclrtStream stream, int32_t device_ordinal) {
+  if (std::string error; StartupDeterminismLevel(&error) < 0) {
+    return ffi::Unexpected(InvalidArgument(error));
+  }
   if (ffi::Error e = RequireStream(stream); e.failure()) return ffi::Unexpected(e);
   auto api = RequireApi();
   if (api.has_error()) return api;

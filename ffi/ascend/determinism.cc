@@ -1,17 +1,20 @@
 #include "determinism.h"
 
-#include <cstdlib>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "aclnn_call.h"
+#include "environment.h"
 
 namespace gs_ascend {
 namespace {
 
 namespace ffi = xla::ffi;
 
-std::mutex g_mutex;  // serializes the handlers' changes of the option
+std::mutex g_mutex;
+std::set<void*> g_applied_contexts;  // guarded by g_mutex
+bool g_applied_process = false;      // guarded by g_mutex
 
 // The option's value; an option never set reads as an error (the runtime's
 // API reference, aclrtCtxGetSysParamOpt: "no default value"), which means 0.
@@ -20,57 +23,60 @@ int64_t Read(GetSysParamOptFn get) {
   return get != nullptr && get(kAclOptDeterministic, &value) == 0 ? value : 0;
 }
 
-ffi::Error Set(const AclnnApi& api, SetSysParamOptFn set, const char* name, int64_t value) {
-  if (const aclError rc = set(kAclOptDeterministic, value); rc != 0) {
-    return Internal(std::string(name) + "(ACL_OPT_DETERMINISTIC, " + std::to_string(value) +
-                    ") failed with aclError " + std::to_string(rc) + ": " + RecentErrMsg(api));
+ffi::Error SetToOne(const AclnnApi& api, SetSysParamOptFn set, const char* name) {
+  if (const aclError rc = set(kAclOptDeterministic, 1); rc != 0) {
+    return Internal(std::string(name) + "(ACL_OPT_DETERMINISTIC, 1) failed with aclError " +
+                    std::to_string(rc) + ": " + RecentErrMsg(api));
   }
   return ffi::Error::Success();
 }
 
 }  // namespace
 
+int StartupDeterminismLevel(std::string* error) {
+  const std::string value = CurrentEnvironment().deterministic;
+  if (value.empty()) return 0;
+  if (value == "1") return 1;
+  *error = std::string(kDeterministicEnvVar) + " is \"" + value +
+           "\"; expected 1 (or unset). Levels 2 and 3 are not accepted: opbase c501b51 to "
+           "f93b493 reads them as off (op_executor.cpp, determinConfig == 1); see "
+           "docs/ascend.md, \"Determinism\"";
+  return -1;
+}
+
 ffi::Error ApplyStartupDeterminism(const AclnnApi& api) {
-  const char* env = std::getenv(kDeterministicEnvVar);
-  if (env == nullptr || env[0] == '\0') return ffi::Error::Success();
-  const std::string text(env);
-  if (text != "1" && text != "2" && text != "3") {
-    return InvalidArgument(std::string(kDeterministicEnvVar) + " is \"" + text +
-                           "\"; expected a level of ACL_OPT_DETERMINISTIC: 1, 2 or 3");
-  }
-  const int64_t level = text[0] - '0';
+  std::string error;
+  const int level = StartupDeterminismLevel(&error);
+  if (level < 0) return InvalidArgument(error);  // PrepareCall refused it already
+  if (level == 0) return ffi::Error::Success();
+  void* context = nullptr;
+  if (api.get_current_context(&context) != 0) context = nullptr;
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (Read(api.ctx_get_sys_param_opt) < level) {
-    if (ffi::Error e = Set(api, api.ctx_set_sys_param_opt, "aclrtCtxSetSysParamOpt", level);
-        e.failure()) {
-      return e;
+  if (g_applied_contexts.count(context) == 0) {
+    if (Read(api.ctx_get_sys_param_opt) == 0) {
+      if (ffi::Error e = SetToOne(api, api.ctx_set_sys_param_opt, "aclrtCtxSetSysParamOpt");
+          e.failure()) {
+        return e;
+      }
     }
+    g_applied_contexts.insert(context);
   }
-  if (api.set_sys_param_opt != nullptr && Read(api.get_sys_param_opt) < level) {
-    return Set(api, api.set_sys_param_opt, "aclrtSetSysParamOpt", level);
+  if (!g_applied_process && api.set_sys_param_opt != nullptr) {
+    if (Read(api.get_sys_param_opt) == 0) {
+      if (ffi::Error e = SetToOne(api, api.set_sys_param_opt, "aclrtSetSysParamOpt");
+          e.failure()) {
+        return e;
+      }
+    }
+    g_applied_process = true;
   }
   return ffi::Error::Success();
 }
 
-ffi::Error DeterministicScope::Enter() {
-  lock_ = std::unique_lock<std::mutex>(g_mutex);
-  previous_ = Read(api_.ctx_get_sys_param_opt);
-  if (previous_ >= 1) return ffi::Error::Success();
-  if (ffi::Error e = Set(api_, api_.ctx_set_sys_param_opt, "aclrtCtxSetSysParamOpt", 1);
-      e.failure()) {
-    return e;
-  }
-  raised_ = true;
-  return ffi::Error::Success();
-}
-
-ffi::Error DeterministicScope::Restore() {
-  if (!raised_) return ffi::Error::Success();
-  raised_ = false;
-  // Someone else (another library, another thread) set a level meanwhile:
-  // theirs stands.
-  if (Read(api_.ctx_get_sys_param_opt) != 1) return ffi::Error::Success();
-  return Set(api_, api_.ctx_set_sys_param_opt, "aclrtCtxSetSysParamOpt", previous_);
+void ForgetAppliedDeterminism() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_applied_contexts.clear();
+  g_applied_process = false;
 }
 
 }  // namespace gs_ascend

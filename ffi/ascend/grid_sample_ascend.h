@@ -2,7 +2,9 @@
 #ifndef JAX_GRIDSAMPLE_FFI_ASCEND_GRID_SAMPLE_ASCEND_H_
 #define JAX_GRIDSAMPLE_FFI_ASCEND_GRID_SAMPLE_ASCEND_H_
 
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include "aclnn_api.h"
 #include "xla/ffi/api/ffi.h"
@@ -17,6 +19,28 @@ inline constexpr const char* kPlatform = "ascend";
 // that the handler can refuse the call with a message that says what is
 // missing (RequireStream) rather than XLA's generic decoding error.
 struct AclStream {};
+
+// What the environment handler (grid_sample_ascend_environment.cc) found the
+// runtime gives a custom call; the plugin check reads it. An aclError is
+// unset where it was not asked.
+struct EnvironmentReport {
+  bool stream = false;            // XLA_FFI_Stream_Get gave a non-null stream
+  int32_t device_ordinal = -1;    // the call's XLA device ordinal
+  bool libraries_loaded = false;  // the CANN libraries loaded
+  std::string libraries;          // AclnnApiStatus(), or the loader's error
+  std::optional<aclError> context_status;     // aclrtGetCurrentContext
+  bool context = false;                       // ... returned 0 and a context
+  bool get_device_available = false;          // this CANN has aclrtGetDevice
+  std::optional<aclError> get_device_status;  // aclrtGetDevice
+  std::optional<int32_t> acl_device;          // ... its answer
+  // aclrtSynchronizeStream of the call's stream: asked only when there is
+  // one and the current context is on the call's device.
+  std::optional<aclError> stream_status;
+};
+
+// The last environment report for a device ordinal, or the last of any
+// device for nullopt; nullopt when there is none.
+std::optional<EnvironmentReport> LastEnvironmentReport(std::optional<int32_t> device_ordinal);
 }  // namespace gs_ascend
 
 namespace xla::ffi {
@@ -48,6 +72,8 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendForward);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendBackward);
 // The support probe (probe.h).
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendProbe);
+// What the runtime gives a custom call (EnvironmentReport).
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendEnvironment);
 
 // For the tests only: the same handlers with the stream given as an int64
 // attribute "test_stream" instead of taken from the runtime, so that the CPU
@@ -57,5 +83,6 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendProbe);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendForwardOnTestStream);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendBackwardOnTestStream);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendProbeOnTestStream);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxGridSampleAscendEnvironmentOnTestStream);
 
 #endif  // JAX_GRIDSAMPLE_FFI_ASCEND_GRID_SAMPLE_ASCEND_H_

@@ -9,7 +9,6 @@
 #include "../common/handler_exceptions.h"
 #include "aclnn_api.h"
 #include "aclnn_call.h"
-#include "determinism.h"
 #include "grid_sample_ascend.h"
 #include "workspace.h"
 #include "xla/ffi/api/ffi.h"
@@ -17,11 +16,16 @@
 namespace gs_ascend {
 namespace {
 
-ffi::Error BackwardImpl(aclrtStream stream, int32_t device_ordinal, ffi::ScratchAllocator scratch,
+ffi::Error BackwardImpl(aclrtStream stream, int32_t device_ordinal,
                         ffi::AnyBuffer grad_output, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                         ffi::RemainingRets rets, int64_t interpolation, int64_t padding,
                         bool align_corners, bool channels_last, bool input_mask,
                         bool grid_mask, bool deterministic) {
+  // CANN picks the deterministic kernel from the process's setting, not per
+  // call (determinism.h): the attribute, part of the target's schema, is not
+  // read here; the lowering routes a deterministic call that the start-up
+  // level does not cover to the reference.
+  (void)deterministic;
   if (ffi::Error e = CheckCommon(input, grid, interpolation, padding, channels_last); e.failure()) {
     return e;
   }
@@ -121,13 +125,6 @@ ffi::Error BackwardImpl(aclrtStream stream, int32_t device_ordinal, ffi::Scratch
   const bool mask_values[2] = {input_mask, grid_mask};
   if (ffi::Error e = mask.Create(mask_values, 2); e.failure()) return e;
 
-  // The option is read in the first phase and the kernel picked then; it is
-  // restored once the launch is queued.
-  DeterministicScope determinism(api);
-  if (deterministic) {
-    if (ffi::Error e = determinism.Enter(); e.failure()) return e;
-  }
-
   uint64_t workspace_size = 0;
   const auto get_workspace =
       is3d ? api.grid_sampler3d_backward_workspace : api.grid_sampler2d_backward_workspace;
@@ -140,7 +137,7 @@ ffi::Error BackwardImpl(aclrtStream stream, int32_t device_ordinal, ffi::Scratch
   if (status != kAclnnSuccess) return StatusError(api, get_workspace_name, status);
 
   Workspace workspace;
-  if (ffi::Error e = workspace.Allocate(api, scratch, stream, workspace_size); e.failure()) {
+  if (ffi::Error e = workspace.Allocate(api, stream, workspace_size); e.failure()) {
     return e;
   }
   if (ffi::Error e = Launch(api, executor,
@@ -150,16 +147,16 @@ ffi::Error BackwardImpl(aclrtStream stream, int32_t device_ordinal, ffi::Scratch
       e.failure()) {
     return e;
   }
-  return determinism.Exit();
+  return ffi::Error::Success();
 }
 
-ffi::Error BackwardOnTestStream(int32_t device_ordinal, ffi::ScratchAllocator scratch,
+ffi::Error BackwardOnTestStream(int32_t device_ordinal,
                                 ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
                                 ffi::AnyBuffer grid, ffi::RemainingRets rets,
                                 int64_t interpolation, int64_t padding, bool align_corners,
                                 bool channels_last, bool input_mask, bool grid_mask,
                                 bool deterministic, int64_t test_stream) {
-  return BackwardImpl(TestStream(test_stream), device_ordinal, std::move(scratch), grad_output,
+  return BackwardImpl(TestStream(test_stream), device_ordinal, grad_output,
                       input, grid, rets, interpolation, padding, align_corners, channels_last,
                       input_mask, grid_mask, deterministic);
 }
@@ -172,15 +169,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::BackwardImpl>::Call),
     gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
                              .Ctx<gs_ascend::AclStream>()
-                             .Ctx<xla::ffi::DeviceOrdinal>()
-                             .Ctx<xla::ffi::ScratchAllocator>())
+                             .Ctx<xla::ffi::DeviceOrdinal>())
         .Attr<bool>("deterministic"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     JaxGridSampleAscendBackwardOnTestStream,
     (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::BackwardOnTestStream>::Call),
     gs_ffi::BindBackward(xla::ffi::Ffi::Bind()
-                             .Ctx<xla::ffi::DeviceOrdinal>()
-                             .Ctx<xla::ffi::ScratchAllocator>())
+                             .Ctx<xla::ffi::DeviceOrdinal>())
         .Attr<bool>("deterministic")
         .Attr<int64_t>("test_stream"));

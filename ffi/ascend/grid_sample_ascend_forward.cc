@@ -14,7 +14,7 @@
 namespace gs_ascend {
 namespace {
 
-ffi::Error ForwardImpl(aclrtStream stream, int32_t device_ordinal, ffi::ScratchAllocator scratch,
+ffi::Error ForwardImpl(aclrtStream stream, int32_t device_ordinal,
                        ffi::AnyBuffer input, ffi::AnyBuffer grid, ffi::Result<ffi::AnyBuffer> out,
                        int64_t interpolation, int64_t padding, bool align_corners,
                        bool channels_last, bool deterministic) {
@@ -68,7 +68,7 @@ ffi::Error ForwardImpl(aclrtStream stream, int32_t device_ordinal, ffi::ScratchA
   if (status != kAclnnSuccess) return StatusError(api, get_workspace_name, status);
 
   Workspace workspace;
-  if (ffi::Error e = workspace.Allocate(api, scratch, stream, workspace_size); e.failure()) {
+  if (ffi::Error e = workspace.Allocate(api, stream, workspace_size); e.failure()) {
     return e;
   }
   return Launch(api, executor, is3d ? api.grid_sampler3d : api.grid_sampler2d,
@@ -76,12 +76,12 @@ ffi::Error ForwardImpl(aclrtStream stream, int32_t device_ordinal, ffi::ScratchA
                 workspace_size, stream);
 }
 
-ffi::Error ForwardOnTestStream(int32_t device_ordinal, ffi::ScratchAllocator scratch,
+ffi::Error ForwardOnTestStream(int32_t device_ordinal,
                                ffi::AnyBuffer input, ffi::AnyBuffer grid,
                                ffi::Result<ffi::AnyBuffer> out, int64_t interpolation,
                                int64_t padding, bool align_corners, bool channels_last,
                                bool deterministic, int64_t test_stream) {
-  return ForwardImpl(TestStream(test_stream), device_ordinal, std::move(scratch), input, grid,
+  return ForwardImpl(TestStream(test_stream), device_ordinal, input, grid,
                      out, interpolation, padding, align_corners, channels_last, deterministic);
 }
 
@@ -93,15 +93,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::ForwardImpl>::Call),
     gs_ffi::BindForward(xla::ffi::Ffi::Bind()
                             .Ctx<gs_ascend::AclStream>()
-                            .Ctx<xla::ffi::DeviceOrdinal>()
-                            .Ctx<xla::ffi::ScratchAllocator>())
+                            .Ctx<xla::ffi::DeviceOrdinal>())
         .Attr<bool>("deterministic"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     JaxGridSampleAscendForwardOnTestStream,
     (gs_ffi::NoExceptions<gs_ascend::kPlatform, gs_ascend::ForwardOnTestStream>::Call),
     gs_ffi::BindForward(xla::ffi::Ffi::Bind()
-                            .Ctx<xla::ffi::DeviceOrdinal>()
-                            .Ctx<xla::ffi::ScratchAllocator>())
+                            .Ctx<xla::ffi::DeviceOrdinal>())
         .Attr<bool>("deterministic")
         .Attr<int64_t>("test_stream"));

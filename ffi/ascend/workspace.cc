@@ -14,8 +14,6 @@ namespace {
 
 namespace ffi = xla::ffi;
 
-constexpr size_t kAlignment = 512;
-
 struct CachedBuffer {
   void* data = nullptr;
   uint64_t size = 0;
@@ -26,7 +24,6 @@ struct CachedBuffer {
 std::mutex g_cache_mutex;
 std::map<std::pair<const AclnnApi*, aclrtStream>, CachedBuffer> g_cache;  // guarded
 
-std::atomic<int64_t> g_scratch_calls{0};
 std::atomic<int64_t> g_cache_calls{0};
 std::atomic<int64_t> g_none_calls{0};
 
@@ -37,16 +34,10 @@ ffi::Error RuntimeError(const AclnnApi& api, const std::string& what, aclError r
 
 }  // namespace
 
-ffi::Error Workspace::Allocate(const AclnnApi& api, ffi::ScratchAllocator& scratch,
-                               aclrtStream stream, uint64_t size) {
+ffi::Error Workspace::Allocate(const AclnnApi& api, aclrtStream stream, uint64_t size) {
   data_ = nullptr;
   if (size == 0) {
     ++g_none_calls;
-    return ffi::Error::Success();
-  }
-  if (std::optional<void*> p = scratch.Allocate(size, kAlignment); p.has_value() && *p) {
-    data_ = *p;
-    ++g_scratch_calls;
     return ffi::Error::Success();
   }
   cache_lock_ = std::unique_lock<std::mutex>(g_cache_mutex);
@@ -78,7 +69,6 @@ ffi::Error Workspace::Allocate(const AclnnApi& api, ffi::ScratchAllocator& scrat
 
 WorkspaceCounts WorkspacePaths() {
   WorkspaceCounts counts;
-  counts.scratch = g_scratch_calls.load();
   counts.stream_cache = g_cache_calls.load();
   counts.none = g_none_calls.load();
   std::lock_guard<std::mutex> lock(g_cache_mutex);

@@ -1,18 +1,17 @@
-// Device memory for the aclnn workspace of one call, and which of the two
-// ways it came about.
+// Device memory for the aclnn workspace of one call: a buffer per stream,
+// cached for the process. It is aclrtMalloc'ed the first time a call on that
+// stream needs one and reused by every later call on it (their kernels run in
+// stream order, so reuse is safe), and grown when a call needs more, after
+// synchronizing the stream so that no queued kernel still uses the old one.
+// Every runtime status is checked. The buffers are never freed before the
+// process exits (the runtime gives no notice when a stream is destroyed): each
+// stream keeps the largest workspace any of its calls asked for.
 //
-// 1. XLA's scratch allocator, where the runtime gives one. XLA frees that
-//    memory when the handler returns, while the kernel may still be queued on
-//    the stream: this is safe only because a PJRT plugin's allocator is
-//    stream-ordered (the memory is reused only by work queued after ours on
-//    the same stream), as XLA's GPU runtime's is. docs/ascend.md says so.
-// 2. Otherwise a buffer per stream, cached for the process: aclrtMalloc'ed
-//    the first time a call on that stream needs one and reused by every later
-//    call on it (their kernels run in stream order, so reuse is safe); grown
-//    when a call needs more, after synchronizing the stream so that no queued
-//    kernel still uses the old one. Every runtime status is checked.
+// XLA's scratch allocator is not used: it aligns to at most 16 bytes
+// (xla/ffi/ffi_api.cc, kMaxAlignment), and no runtime the tests can run gives
+// custom calls a device allocator, so that path could never be tested.
 //
-// WorkspacePaths() counts the calls each way went, for the acceptance report.
+// WorkspacePaths() counts the calls, for the acceptance report.
 #ifndef JAX_GRIDSAMPLE_FFI_ASCEND_WORKSPACE_H_
 #define JAX_GRIDSAMPLE_FFI_ASCEND_WORKSPACE_H_
 
@@ -34,8 +33,7 @@ class Workspace {
   Workspace& operator=(const Workspace&) = delete;
 
   // Memory of `size` bytes for a kernel queued on `stream` (null for 0).
-  xla::ffi::Error Allocate(const AclnnApi& api, xla::ffi::ScratchAllocator& scratch,
-                           aclrtStream stream, uint64_t size);
+  xla::ffi::Error Allocate(const AclnnApi& api, aclrtStream stream, uint64_t size);
   void* data() const { return data_; }
 
  private:
@@ -43,10 +41,9 @@ class Workspace {
   std::unique_lock<std::mutex> cache_lock_;
 };
 
-// How many calls took each path (none: the call asked for no workspace), and
-// the stream cache's buffers.
+// How many calls took their workspace from the stream cache or needed none,
+// and the cache's buffers.
 struct WorkspaceCounts {
-  int64_t scratch = 0;
   int64_t stream_cache = 0;
   int64_t none = 0;
   int64_t cached_buffers = 0;

@@ -12,9 +12,11 @@
 // assumptions: what it cannot model (NHWC feature maps) it refuses with
 // kSimUnmodeled, so that a test notices.
 //
-// Releases (sim_set_release): "head" (ops-cv 6ae87653, opbase aa3cd74) and
-// "8.1.RC1" (the released CANN 8.1.RC1: ops-cv before 78f22ac4, b3bb0e12 and
-// 760ad4cc, opbase before c501b51), whose differences it models where cited.
+// Releases (sim_set_release): "head" (ops-cv 6ae87653, opbase aa3cd74),
+// "opbase-c501b51" (ops-cv 6ae87653 with opbase from c501b51 to before
+// f93b493, which differ in how they read ACL_OPT_DETERMINISTIC) and "8.1.RC1"
+// (the released CANN 8.1.RC1: ops-cv before 78f22ac4, b3bb0e12 and 760ad4cc,
+// opbase before c501b51), whose differences it models where cited.
 //
 // Test knobs (extern "C", prefixed sim_):
 //   sim_get_log() / sim_clear_log()   the call log, one line per call
@@ -63,7 +65,7 @@ constexpr int32_t kSimUnmodeled = 599999;
 constexpr int32_t kFloat = 0, kFloat16 = 1, kDouble = 11, kBf16 = 27;
 constexpr int32_t kNHWC = 1, kND = 2, kNDHWC = 27, kNCDHW = 30;
 
-enum class Release { kHead, k81RC1 };
+enum class Release { kHead, kOpbaseC501b51, k81RC1 };
 
 // The chip's architecture, from its SoC name as aclrtGetSocName gives it (the
 // runtime's platform .ini files): Ascend910A/B/ProA/ProB/PremiumA are Atlas
@@ -105,6 +107,9 @@ thread_local SimContext* t_context = nullptr;  // aclrtSetCurrentContext on this
 // and op_kernel.h's determinConfig_ at c501b51^): kernel name -> flag.
 std::map<std::string, bool> g_cached_kernel_deterministic;
 uint64_t g_launches = 0;  // seeds the order of the atomic adds of a launch
+// opbase's op cache: the calls (entry point, shapes, dtypes, attributes) whose
+// executor it keeps; an identical later call gets a wrapper of it.
+std::set<std::string> g_op_cache;
 
 }  // namespace
 
@@ -135,6 +140,11 @@ struct aclOpExecutor {
   bool repeatable;
   SimRoute route;
   bool deterministic_kernel;
+  // A wrapper of an executor from opbase's op cache (CreateCacheWrap,
+  // op_cache.cpp:782/:817), handed out for a call identical to an earlier one.
+  bool cache_wrap;
+  // Why the kernel the first phase picked fails when launched ("": it runs).
+  const char* launch_failure;
   uint64_t workspace;
   int id;
 };
@@ -532,10 +542,9 @@ int32_t CheckDtype(int kind, int32_t dtype) {
       if (dtype == kBf16 && g_release == Release::k81RC1 && arch != Arch::kDav3510) {
         return Fail(kInvalid, "BFLOAT16 is not in the 2D forward's dtype list (8.1.RC1)");
       }
-      // aclnnGridSampler2D.md: Atlas training products take no BFLOAT16.
-      if (dtype == kBf16 && training) {
-        return Fail(kInvalid, "BFLOAT16 is not supported on Atlas training products");
-      }
+      // aclnnGridSampler2D.md: Atlas training products take no BFLOAT16. The
+      // code does not check it: such a call goes to the AICPU kernel, which
+      // fails at launch (Route).
       return kOk;
     case 1:
       return kOk;  // all four (aclnn_grid_sampler3d.cpp:54); BF16 is routed below
@@ -694,13 +703,17 @@ SimRoute Route(int kind, int32_t dtype, int64_t interpolation, int64_t channels,
 }
 
 // Whether an AICore kernel picked in this first phase is the deterministic
-// one. head (opbase c501b51 and later): the process option, read at every
-// first phase (op_executor.cpp:1008-1046, InitL2Phase1Context). 8.1.RC1
+// one. head (opbase f93b493 and later): the process option, read at every
+// first phase, any level >= 1 (op_executor.cpp:1008-1046,
+// GetDeterministicLevelFromRt and InitL2Phase1Context). opbase c501b51 to
+// before f93b493: the process option at every first phase, but only level 1
+// (op_executor.cpp:1453-1457 at c501b51: determinConfig == 1). 8.1.RC1
 // (before c501b51): the context option, read the first time the kernel's
-// tiling is parsed and kept (tiling_parse_ctx_holder.cpp, op_kernel.h's
-// determinConfig_).
+// tiling is parsed and kept (tiling_parse_ctx_holder.cpp:225 at c501b51^,
+// op_kernel.h's determinConfig_).
 bool DeterministicKernel(int kind) {
   if (g_release == Release::kHead) return g_process_deterministic >= 1;
+  if (g_release == Release::kOpbaseC501b51) return g_process_deterministic == 1;
   const std::string kernel = kKindNames[kind];
   auto it = g_cached_kernel_deterministic.find(kernel);
   if (it != g_cached_kernel_deterministic.end()) return it->second;
@@ -740,19 +753,38 @@ uint64_t WorkspaceSize(int kind, SimRoute route, const aclTensor* input, const a
 
 // A new executor for kind; compute false: one that runs nothing, as ops-cv
 // hands out (with workspace size 0) when it returns early.
+// `call`: the call's key for opbase's op cache (CallKey), "" for one that
+// computes nothing.
 aclOpExecutor* NewExecutor(int kind, bool compute, uint64_t workspace, uint64_t* ws,
-                           aclOpExecutor** ex) {
+                           aclOpExecutor** ex, const std::string& call = "") {
   auto* e = new aclOpExecutor{};
   e->kind = kind;
   e->compute = compute;
   e->workspace = compute ? workspace : 0;
   e->id = g_next_id++;
+  e->cache_wrap = !call.empty() && !g_op_cache.insert(call).second;
+  e->launch_failure = "";
   g_executors.insert(e);
   *ws = e->workspace;
   *ex = e;
   Log("  -> executor E" + std::to_string(e->id) + " workspace=" + std::to_string(e->workspace) +
-      (compute ? "" : " (computes nothing)"));
+      (compute ? "" : " (computes nothing)") + (e->cache_wrap ? " (from the op cache)" : ""));
   return e;
+}
+
+// What opbase's op cache tells calls apart by: the entry point, each tensor's
+// shape, dtype, format and whether it has data, and the attributes (not the
+// data's addresses, which a cached executor takes anew).
+std::string CallKey(int kind, const std::vector<const aclTensor*>& tensors, int64_t interpolation,
+                    int64_t padding, bool ac, const bool* mask) {
+  std::string key = std::to_string(kind);
+  for (const aclTensor* t : tensors) {
+    key += " " + Dims(t->view) + "/" + std::to_string(t->dtype) + "/" +
+           std::to_string(t->format) + (t->data == nullptr ? "/nodata" : "");
+  }
+  key += " " + std::to_string(interpolation) + std::to_string(padding) + std::to_string(ac);
+  if (mask != nullptr) key += std::to_string(mask[0]) + std::to_string(mask[1]);
+  return key;
 }
 
 std::string DeterministicDesc() {
@@ -801,7 +833,17 @@ int32_t ForwardWorkspace(int kind, const aclTensor* input, const aclTensor* grid
   }
   const SimRoute route = Route(kind, input->dtype, interpolation, input->view[1], &code);
   if (code != kOk) return code;
-  aclOpExecutor* e = NewExecutor(kind, true, WorkspaceSize(kind, route, input, grid), ws, ex);
+  aclOpExecutor* e = NewExecutor(kind, true, WorkspaceSize(kind, route, input, grid), ws, ex,
+                                 CallKey(kind, {input, grid, out}, interpolation, padding, ac,
+                                         nullptr));
+  // The 2D forward sends BFLOAT16 to the AICPU kernel where it has no AICore
+  // one (Atlas training products, aclnn_grid_sampler2d.cpp:211-249), but the
+  // AICPU GridSampler2D's op info lists FLOAT16, FLOAT and DOUBLE only (CANN
+  // 8.1.RC1 AICPU op info): the first phase succeeds, the launch fails.
+  if (kind == 0 && route == kRouteAiCpu && input->dtype == kBf16) {
+    e->launch_failure = "the AICPU kernel GridSampler2D has no BFLOAT16 (its op info: FLOAT16, "
+                        "FLOAT, DOUBLE)";
+  }
   e->a = input; e->b = grid; e->out0 = out;
   e->interpolation = interpolation; e->padding = padding; e->align_corners = ac;
   e->route = route;
@@ -861,7 +903,18 @@ int32_t BackwardWorkspace(int kind, const aclTensor* go, const aclTensor* input,
   const SimRoute route = Route(kind, input->dtype, interpolation, input->view[1], &code);
   if (code != kOk) return code;
   const bool deterministic = route == kRouteAiCpu || DeterministicKernel(kind);
-  aclOpExecutor* e = NewExecutor(kind, true, WorkspaceSize(kind, route, input, grid), ws, ex);
+  aclOpExecutor* e = NewExecutor(kind, true, WorkspaceSize(kind, route, input, grid), ws, ex,
+                                 CallKey(kind, {go, input, grid, gin, ggrid}, interpolation,
+                                         padding, ac, m));
+  // The 2D backward sends float64, C > 2048 and every Atlas training call to
+  // the AICPU GridSampler2DGrad without looking at the interpolation mode
+  // (aclnn_grid_sampler2d_backward.cpp:174-193, :290-299), and the AICPU
+  // kernels have no bicubic (the 2D forward says so before routing there,
+  // aclnn_grid_sampler2d.cpp:177-184): the first phase succeeds, the launch
+  // fails.
+  if (kind == 2 && route == kRouteAiCpu && interpolation == 2) {
+    e->launch_failure = "the AICPU kernel GridSampler2DGrad has no bicubic interpolation";
+  }
   e->a = go; e->b = input; e->c = grid; e->out0 = gin; e->out1 = ggrid;
   e->interpolation = interpolation; e->padding = padding; e->align_corners = ac;
   e->mask[0] = m[0]; e->mask[1] = m[1];
@@ -931,6 +984,7 @@ int32_t Launch(int kind, void* workspace, uint64_t size, aclOpExecutor* ex, void
     static_cast<volatile char*>(workspace)[size - 1] = 0x5a;
   }
   if (!ex->compute) return kOk;
+  if (ex->launch_failure[0] != '\0') return Fail(kInner, ex->launch_failure);
   std::vector<const aclTensor*> touched = {ex->a, ex->b};
   if (ex->c) touched.push_back(ex->c);
   if (kind < 2 || ex->mask[0]) touched.push_back(ex->out0);
@@ -1034,6 +1088,9 @@ int32_t aclSetAclOpExecutorRepeatable(aclOpExecutor* e) {
   Log("aclSetAclOpExecutorRepeatable " + (e && g_executors.count(e) ? "E" + std::to_string(e->id) : std::string("invalid")));
   if (e == nullptr) return Fail(kInnerNullptr, "null executor");
   if (g_executors.count(e) == 0) return Violation(kInner, "not a live executor");
+  // A cache wrapper is neither of the executor kinds it knows:
+  // ACLNN_ERR_INNER (acl_op_api.cpp:476-488).
+  if (e->cache_wrap) return Fail(kInner, "not an executor that can be made repeatable");
   e->repeatable = true;
   return kOk;
 }
@@ -1046,7 +1103,8 @@ int32_t aclDestroyAclOpExecutor(aclOpExecutor* e) {
   Log("aclDestroyAclOpExecutor " + (e && g_executors.count(e) ? "E" + std::to_string(e->id) : std::string("invalid")));
   if (e == nullptr) return Fail(kInnerNullptr, "null executor");
   if (g_executors.count(e) == 0) return Violation(kInner, "not a live executor");
-  if (!e->repeatable) {
+  // A cache wrapper is deleted (acl_op_api.cpp:501-504).
+  if (!e->repeatable && !e->cache_wrap) {
     return Violation(kInner, "aclDestroyAclOpExecutor on an executor that is not repeatable");
   }
   g_executors.erase(e);
@@ -1211,7 +1269,9 @@ int aclsysGetCANNVersion(int32_t package, char* version) {
   if (version == nullptr || package != 0) return Fail(kRtParamInvalid, "aclsysGetCANNVersion: bad args");
   std::memset(version, 0, 128 + 4 * 64 + 128);
   const char* text = g_release == Release::kHead ? "head (ops-cv 6ae87653, opbase aa3cd74)"
-                                                 : "8.1.RC1";
+                     : g_release == Release::kOpbaseC501b51
+                         ? "opbase-c501b51 (ops-cv 6ae87653, opbase c501b51)"
+                         : "8.1.RC1";
   std::snprintf(version, 128, "%s", text);
   return kOk;
 }
@@ -1296,6 +1356,8 @@ int sim_set_release(const char* name) {
   const std::string n = name ? name : "";
   if (n == "head") {
     g_release = Release::kHead;
+  } else if (n == "opbase-c501b51") {
+    g_release = Release::kOpbaseC501b51;
   } else if (n == "8.1.RC1") {
     g_release = Release::k81RC1;
   } else {
@@ -1345,6 +1407,7 @@ void sim_reset() {
   g_primary = SimContext{0, 0, false, 0};
   g_process_deterministic = 0;
   g_cached_kernel_deterministic.clear();
+  g_op_cache.clear();
   g_wrong.clear();
   g_log.clear();
   g_err.clear();

@@ -1,0 +1,36 @@
+#include "environment.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "aclnn_api.h"
+
+namespace gs_ascend {
+namespace {
+
+std::mutex g_mutex;
+std::optional<Environment> g_environment;  // guarded by g_mutex
+
+std::string Variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::string(value) : std::string();
+}
+
+}  // namespace
+
+Environment CurrentEnvironment() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_environment.has_value()) {
+    g_environment = Environment{Variable(kLibrariesEnvVar), Variable(kDeterministicEnvVar)};
+  }
+  return *g_environment;
+}
+
+void RereadEnvironment() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_environment = Environment{Variable(kLibrariesEnvVar), Variable(kDeterministicEnvVar)};
+}
+
+}  // namespace gs_ascend
