@@ -487,7 +487,8 @@ def self_check(rerun: bool = False) -> dict:
     -------
     dict
         ``device``, ``compared`` (how many results were compared), ``failed`` (kind of call ->
-        problem; "auto" runs those on the reference), ``reference_failure`` (the plugin's
+        problem; "auto" runs those on the reference), ``failure`` (the first of them, or
+        None), ``reference_failure`` (the plugin's
         compiled jax.numpy reference against the host's float64 oracle),
         ``deterministic_failure`` (checked with ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1``
         only), ``seconds`` and ``from_cache``. See docs/ascend.md, "The self-check".
@@ -501,7 +502,12 @@ def self_check(rerun: bool = False) -> dict:
     if platform is None:
         raise RuntimeError("no Ascend platform known to JAX (no Ascend PJRT plugin): there is "
                            "no device to run the aclnn self-check on")
-    return dataclasses.asdict(KERNEL.self_check(platform, rerun=rerun))
+    return self_check_outcome(KERNEL.self_check(platform, rerun=rerun))
+
+
+def self_check_outcome(check) -> dict:
+    """A self-check's outcome as :func:`self_check` returns it: its fields and ``failure``."""
+    return dict(dataclasses.asdict(check), failure=check.failure)
 
 
 def prepare() -> dict:

@@ -54,21 +54,29 @@ def enable_x64():
     return experimental_enable_x64(True)
 
 
+# jax 0.11.2 moved the concrete mesh's context (jax.set_mesh's device_context) from
+# jax._src.config to jax._src.mesh, where "no mesh" is empty_concrete_mesh instead of None.
+if JAX_VERSION >= (0, 11, 2):
+    from jax._src.mesh import device_context as _DEVICE_CONTEXT
+    from jax._src.mesh import empty_concrete_mesh as _NO_CONCRETE_MESH
+else:
+    from jax._src.config import device_context as _DEVICE_CONTEXT
+
+    _NO_CONCRETE_MESH = None
+
+
 @contextlib.contextmanager
 def outside_mesh():
     """A context without the caller's mesh (``jax.set_mesh``, ``use_abstract_mesh``): for
-    programs of one device run while the caller's is being lowered. Both contexts are
-    jax._src.config's ``device_context`` and ``abstract_mesh_context_manager`` in every
-    release from 0.6.0 on."""
-    from jax._src import config
+    programs of one device run while the caller's is being lowered."""
     from jax._src.mesh import empty_abstract_mesh
 
-    previous = config.device_context.swap_local(None)
+    previous = _DEVICE_CONTEXT.swap_local(_NO_CONCRETE_MESH)
     try:
         with use_abstract_mesh(empty_abstract_mesh):
             yield
     finally:
-        config.device_context.set_local(previous)
+        _DEVICE_CONTEXT.set_local(previous)
 
 
 # The batch dimension vmap gives an operand it does not map over: None in every release

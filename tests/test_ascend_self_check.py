@@ -83,6 +83,9 @@ def test_self_check_catches_a_wrong_kernel(sim, ascend_kernel, self_check_on, on
         assert _ran_on_aclnn(sim, lambda: _step(x, g)) == (True, False)
     check = ascend_kernel.self_check("cpu")
     assert all("backward" in name and name.startswith("2d") for name in check.failed)
+    # as ascend_self_check() returns it (the acceptance script reads "failure")
+    assert _ascend.self_check_outcome(check)["failure"].startswith(
+        "2d bilinear float32 backward: error")
 
 
 def test_self_check_catches_a_failing_call(sim, ascend_kernel, self_check_on, one_dtype):
