@@ -262,17 +262,32 @@ class Capabilities:
                 f"{' (from the on-disk cache)' if self.from_cache else ''}")
 
 
-def local_device(platform: str) -> jax.Device:
-    """This process's first device of ``platform``: of the backend whose name, or whose devices'
-    ``.platform``, is ``platform`` up to case (a plugin may spell it "ASCEND" or "npu")."""
+def find_local_device(platforms: Sequence[str]) -> tuple[str, jax.Device] | None:
+    """(backend name, this process's first device) of the first backend whose name, or whose
+    devices' ``.platform``, is one of ``platforms`` up to case (a plugin may spell it "ASCEND"
+    or "npu"); None when there is none."""
     from jax._src import xla_bridge
 
-    wanted = platform.lower()
+    wanted = {platform.lower() for platform in platforms}
     for name in xla_bridge.backends():
         devices = jax.local_devices(backend=name)
-        if devices and wanted in (name.lower(), devices[0].platform.lower()):
-            return devices[0]
-    raise RuntimeError(f"this process has no {platform!r} device")
+        if devices and wanted & {name.lower(), devices[0].platform.lower()}:
+            return name, devices[0]
+    return None
+
+
+def local_device(platform: str) -> jax.Device:
+    """This process's first device of ``platform`` (:func:`find_local_device`)."""
+    found = find_local_device((platform,))
+    if found is None:
+        raise RuntimeError(f"this process has no {platform!r} device")
+    return found[1]
+
+
+def last_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception's last line (XLA's runtime errors end with the handler's message)."""
+    lines = str(exc).strip().splitlines()
+    return (lines[-1] if lines else repr(exc))[:limit]
 
 
 def device_name(device: jax.Device) -> str:
@@ -280,7 +295,8 @@ def device_name(device: jax.Device) -> str:
     return f"{device.platform}:{device.id}"
 
 
-def _device_ordinal(device: jax.Device) -> int:
+def device_ordinal(device: jax.Device) -> int:
+    """The ordinal the handlers' reports are keyed by (XLA's device ordinal)."""
     ordinal = getattr(device, "local_hardware_id", None)
     return device.id if ordinal is None else int(ordinal)
 
@@ -293,8 +309,8 @@ def run_probe(probe_target: str, extra_attributes: dict, device: jax.Device) -> 
         anchor = jax.device_put(np.zeros((1,), np.uint8), device)  # runs the call there
         jax.block_until_ready(jax.jit(lambda _: call(**extra_attributes))(anchor))
     except Exception as exc:  # noqa: BLE001 - any failure: nothing runs on aclnn there
-        return Capabilities(name, error=str(exc).strip().splitlines()[-1][:500])
-    report = _MODULE.probe_report(_device_ordinal(device))
+        return Capabilities(name, error=last_line(exc))
+    report = _MODULE.probe_report(device_ordinal(device))
     if report is None:
         return Capabilities(name, error="the probe ran but left no report")
     rejected = {}
@@ -444,7 +460,7 @@ class AscendKernel:
                 if stored is not None:
                     outcome = check.SelfCheck(key, from_cache=True, **stored)
                 else:
-                    outcome = check.run(self, platform)
+                    outcome = check.run(self, platform, kinds)
                     if installation and not outcome.call_errors:
                         _ascend_cache.store("self-check", cache_key, outcome.stored())
                 self._self_checks[key] = outcome

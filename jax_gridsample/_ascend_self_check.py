@@ -253,8 +253,7 @@ def _problem(kind: Kind, got, expected) -> str | None:
 
 
 def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"an aclnn call failed: {text[-1][:300] if text else repr(exc)}"
+    return f"an aclnn call failed: {_ascend.last_line(exc, 300)}"
 
 
 def _reproducible(kernel, platform: str, device) -> str | None:
@@ -285,14 +284,15 @@ def _reproducible(kernel, platform: str, device) -> str | None:
             f"with many colliding points differ from the first (by up to {spread:.3g})")
 
 
-def run(kernel, platform: str) -> SelfCheck:
-    """Run the self-check of ``kernel`` (an ``_ascend.AscendKernel``) on this process's first
-    device of ``platform``; print one line when it starts, warn once if anything failed."""
+def run(kernel, platform: str, checked: list[Kind]) -> SelfCheck:
+    """Run the self-check of ``kernel`` (an ``_ascend.AscendKernel``) for the kinds ``checked``
+    (:func:`kinds`) on this process's first device of ``platform``; print one line when it
+    starts, warn once if anything failed."""
     started = time.monotonic()
     device = kernel.device(platform)
     name = _ascend.device_name(device)
     cases = []
-    for index, kind in enumerate(kinds(kernel, platform)):
+    for index, kind in enumerate(checked):
         kwargs, operands = _case(index, kind)
         cases.append((kind, kwargs, operands))
     print(f"jax_gridsample: checking aclnn on {name}: {len(cases)} kinds of call, about "

@@ -197,7 +197,7 @@ def _verdicts(platforms: tuple[str, ...], targets: Targets) -> Iterator[Verdict]
                           "plugin runs the FFI target")
 
     results = [_stream(found), _libraries(found), _context(found),
-               _device(found, _ordinal(device))]
+               _device(found, _ascend.device_ordinal(device))]
     for status, detail in results:
         yield verdict(status, detail)
     if any(status != "PASS" for status, _ in results):
@@ -224,12 +224,10 @@ def _find_device(platforms: tuple[str, ...]) -> tuple[jax.Device | None, str, st
     try:
         backends = xla_bridge.backends()
     except Exception as exc:  # noqa: BLE001 - a plugin that fails to start: say so
-        return None, "", f"JAX's backends did not start ({_last_line(exc)})"
-    wanted = {name.lower() for name in platforms}
-    for name in backends:
-        devices = jax.local_devices(backend=name)
-        if devices and (name.lower() in wanted or devices[0].platform.lower() in wanted):
-            return devices[0], name, ""
+        return None, "", f"JAX's backends did not start ({_ascend.last_line(exc)})"
+    found = _ascend.find_local_device(platforms)
+    if found is not None:
+        return found[1], found[0], ""
     return None, "", (f"no Ascend platform known to JAX (tried {tried}; JAX has "
                       f"{', '.join(repr(name) for name in backends)}): is an Ascend PJRT plugin "
                       "installed?")
@@ -279,12 +277,6 @@ def _undelivered(platforms: tuple[str, ...]) -> str | None:
             f"{', '.join(repr(h) for h in sorted(handlers)) or 'none'})")
 
 
-def _ordinal(device: jax.Device) -> int:
-    """The ordinal the handlers' reports are keyed by (``_ascend``'s probe reads it so)."""
-    ordinal = getattr(device, "local_hardware_id", None)
-    return device.id if ordinal is None else int(ordinal)
-
-
 def _run_environment(device: jax.Device, targets: Targets) -> tuple[dict | None, str | None]:
     """Run the diagnostic target on ``device``: (its report, None) or (None, why not)."""
     call = jax.ffi.ffi_call(targets.environment, jax.ShapeDtypeStruct((1,), np.uint8))
@@ -294,7 +286,7 @@ def _run_environment(device: jax.Device, targets: Targets) -> tuple[dict | None,
         jax.block_until_ready(jax.jit(lambda _: call(**attributes))(anchor))
     except Exception as exc:  # noqa: BLE001 - whatever the plugin says, reported
         return None, (f"accepted, but the plugin did not run the FFI target "
-                      f"{targets.environment!r}: {_last_line(exc)}")
+                      f"{targets.environment!r}: {_ascend.last_line(exc)}")
     report = _ascend._MODULE.environment_report(None)
     if report is None:
         return None, f"the FFI target {targets.environment!r} ran but left no report"
@@ -371,7 +363,8 @@ def _end_to_end(device: jax.Device) -> tuple[str, str]:
     try:
         native = run("native", np.float32, device)
     except Exception as exc:  # noqa: BLE001 - reported
-        return "FAIL", f'implementation="native" failed: {type(exc).__name__}: {_last_line(exc)}'
+        return "FAIL", (f'implementation="native" failed: {type(exc).__name__}: '
+                        f"{_ascend.last_line(exc)}")
     reference = run("reference", np.float64, jax.devices("cpu")[0])
     errors = [float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
               for a, b in zip(native, reference, strict=True)]
@@ -382,11 +375,6 @@ def _end_to_end(device: jax.Device) -> tuple[str, str]:
                         f"(max error {worst:.1e} > {_TOLERANCE:.0e}, in the {what})")
     return "PASS", ('forward and backward with implementation="native" match the float64 host '
                     f"reference (max error {worst:.1e})")
-
-
-def _last_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[-1] if lines else type(exc).__name__)[:500]
 
 
 if __name__ == "__main__":

@@ -288,9 +288,9 @@ inline ffi::Error RequireDevice(const AclnnApi& api, int32_t device_ordinal) {
 // the libraries, a current ACL context on the call's device, and the start-up
 // determinism level applied (determinism.h).
 inline ffi::ErrorOr<const AclnnApi*> PrepareCall(aclrtStream stream, int32_t device_ordinal) {
-  if (std::string error; StartupDeterminismLevel(&error) < 0) {
-    return ffi::Unexpected(InvalidArgument(error));
-  }
+  std::string level_error;
+  const int level = StartupDeterminismLevel(&level_error);
+  if (level < 0) return ffi::Unexpected(InvalidArgument(level_error));
   if (ffi::Error e = RequireStream(stream); e.failure()) return ffi::Unexpected(e);
   auto api = RequireApi();
   if (api.has_error()) return api;
@@ -298,7 +298,7 @@ inline ffi::ErrorOr<const AclnnApi*> PrepareCall(aclrtStream stream, int32_t dev
   if (ffi::Error e = RequireDevice(*api.value(), device_ordinal); e.failure()) {
     return ffi::Unexpected(e);
   }
-  if (ffi::Error e = ApplyStartupDeterminism(*api.value()); e.failure()) {
+  if (ffi::Error e = ApplyStartupDeterminism(*api.value(), level); e.failure()) {
     return ffi::Unexpected(e);
   }
   return api;

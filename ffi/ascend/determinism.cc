@@ -44,11 +44,8 @@ int StartupDeterminismLevel(std::string* error) {
   return -1;
 }
 
-ffi::Error ApplyStartupDeterminism(const AclnnApi& api) {
-  std::string error;
-  const int level = StartupDeterminismLevel(&error);
-  if (level < 0) return InvalidArgument(error);  // PrepareCall refused it already
-  if (level == 0) return ffi::Error::Success();
+ffi::Error ApplyStartupDeterminism(const AclnnApi& api, int level) {
+  if (level != 1) return ffi::Error::Success();
   void* context = nullptr;
   if (api.get_current_context(&context) != 0) context = nullptr;
   std::lock_guard<std::mutex> lock(g_mutex);

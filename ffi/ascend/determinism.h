@@ -33,9 +33,10 @@ namespace gs_ascend {
 // value is an error: *error says why and the level is -1.
 int StartupDeterminismLevel(std::string* error);
 
-// Applies the start-up level to the current context and the process, once per
-// context. Call with a context current, before the call's first aclnn call.
-xla::ffi::Error ApplyStartupDeterminism(const AclnnApi& api);
+// Applies `level` (StartupDeterminismLevel's 0 or 1) to the current context
+// and the process, once per context. Call with a context current, before the
+// call's first aclnn call.
+xla::ffi::Error ApplyStartupDeterminism(const AclnnApi& api, int level);
 
 // For the tests only (with RereadEnvironment): forget which contexts the level
 // was applied to.

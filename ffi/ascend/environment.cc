@@ -18,19 +18,19 @@ std::string Variable(const char* name) {
   return value != nullptr ? std::string(value) : std::string();
 }
 
+Environment Read() { return {Variable(kLibrariesEnvVar), Variable(kDeterministicEnvVar)}; }
+
 }  // namespace
 
 Environment CurrentEnvironment() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_environment.has_value()) {
-    g_environment = Environment{Variable(kLibrariesEnvVar), Variable(kDeterministicEnvVar)};
-  }
+  if (!g_environment.has_value()) g_environment = Read();
   return *g_environment;
 }
 
 void RereadEnvironment() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_environment = Environment{Variable(kLibrariesEnvVar), Variable(kDeterministicEnvVar)};
+  g_environment = Read();
 }
 
 }  // namespace gs_ascend
