@@ -696,8 +696,8 @@ def _prefilled_backward(kernel: Any, go, x, g, mask: tuple[bool, bool]) -> list:
     aliases = {1 + i: j for j, i in enumerate(wanted)}
     call = jax.ffi.ffi_call(kernel.backward_target, results, input_output_aliases=aliases)
     attributes = kernel.backward_attributes(
-        output_mask=mask, interpolation=0, padding=0, align_corners=False, channels_last=False,
-        deterministic=False)
+        output_mask=mask, interpolation=0, padding=(0,) * (x.ndim - 2), align_corners=False,
+        channels_last=False, deterministic=False)
     out = jax.jit(lambda *operands: call(*operands, **attributes))(go, x, g)
     return [np.asarray(r) for r in jax.block_until_ready(out)]
 

@@ -5,33 +5,45 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
+from ._fill import fill_vjp, term_params
 from ._primitives import grid_sample_backward_op, grid_sample_op
 from ._validate import (
     check_bool,
+    check_fill_value,
     check_grad_output,
     check_implementation,
     check_output_mask,
     check_sample_args,
     parse_interpolation,
     parse_padding,
+    reads_fill,
 )
 
 
 def _params(input, grid, mode, padding_mode, align_corners, implementation, layout,
-            deterministic) -> tuple:
-    interpolation = parse_interpolation(mode)
-    padding = parse_padding(padding_mode)
+            deterministic, fill_value) -> tuple[tuple, jax.Array | None, dict]:
+    """The primitives' parameters, the fill value (None: no "constant" axis) and the fill
+    term's parameters (_fill.py: "constant" is "zeros" plus that term, in every
+    implementation; the native CPU and CUDA forwards add it themselves)."""
     channels_last = check_sample_args(input, grid, layout)
+    interpolation = parse_interpolation(mode)
+    padding = parse_padding(padding_mode, grid.shape[-1])
+    fill = check_fill_value(fill_value, padding, input, channels_last)
+    align_corners = check_bool(align_corners, "align_corners")
     params = dict(
         interpolation=int(interpolation),
-        padding=int(padding),
-        align_corners=check_bool(align_corners, "align_corners"),
+        padding=tuple(int(p) for p in padding),
+        align_corners=align_corners,
         channels_last=channels_last,
         implementation=check_implementation(implementation),
         deterministic=check_bool(deterministic, "deterministic"),
     )
-    return tuple(sorted(params.items()))
+    fill_params = term_params(input.shape, channels_last, interpolation=int(interpolation),
+                              padding=tuple(int(p) for p in padding),
+                              align_corners=align_corners)
+    return tuple(sorted(params.items())), fill, fill_params
 
 
 def grid_sample(
@@ -39,11 +51,12 @@ def grid_sample(
     grid: jax.Array,
     *,
     mode: str | int = "bilinear",
-    padding_mode: str | int = "zeros",
+    padding_mode: str | int | tuple = "zeros",
     align_corners: bool = False,
     implementation: str = "auto",
     layout: str | None = None,
     deterministic: bool = False,
+    fill_value: float | jax.Array | None = None,
 ) -> jax.Array:
     """Sample ``input`` at the normalized coordinates in ``grid`` (PyTorch's grid_sample).
 
@@ -58,8 +71,13 @@ def grid_sample(
     mode : str or int
         ``"bilinear"`` (0), ``"nearest"`` (1) or ``"bicubic"`` (2); the integers are aclnn's codes.
         Bicubic on a 5D input is tricubic (the 1D cubic convolution on each axis).
-    padding_mode : str or int
-        ``"zeros"`` (0), ``"border"`` (1) or ``"reflection"`` (2) for taps outside the input.
+    padding_mode : str, int or tuple
+        What a tap outside the input reads: ``"zeros"`` (0) 0, ``"border"`` (1) the nearest
+        edge pixel, ``"reflection"`` (2) the pixel mirrored at the edges, ``"constant"`` (3)
+        ``fill_value``, ``"wrap"`` (4) the pixel its index modulo the axis size names (a
+        periodic image). A tuple gives one mode per spatial axis in the grid's component order,
+        ``(x, y)`` or ``(x, y, z)``, e.g. ``("wrap", "border")`` for an equirectangular panorama;
+        it holds at most one of ``"zeros"`` and ``"constant"``. 0-2 are aclnn's codes.
     align_corners : bool
         If True, -1 and 1 are the centres of the corner pixels; otherwise their outer edges.
     implementation : str
@@ -77,19 +95,24 @@ def grid_sample(
         deterministic reference runs there; see ``docs/ascend.md``). On the CPU every
         implementation is deterministic either way, and the forward is everywhere.
         Gradients of gradients are not covered.
+    fill_value : float or jax.Array, optional
+        The value a tap outside the input reads along the ``"constant"`` axes: a scalar or one
+        value per channel, shape ``(C,)``; cast to ``input``'s dtype, differentiable. Default 0
+        (then ``"constant"`` equals ``"zeros"``). A ``ValueError`` without a ``"constant"`` axis.
 
     Returns
     -------
     jax.Array
         ``(N, C, Ho, Wo)`` or ``(N, C, Do, Ho, Wo)`` (channels last with a channels-last layout),
-        in ``input``'s dtype; differentiable with respect to ``input`` and ``grid``.
+        in ``input``'s dtype; differentiable with respect to ``input``, ``grid`` and
+        ``fill_value``.
 
     Notes
     -----
-    A NaN, infinite or far-out coordinate never reads out of bounds: zeros padding samples 0,
-    border the nearest edge (NaN: the first pixel), reflection the first pixel for NaN or
-    infinity and the reflected position for a finite one; a coordinate so replaced has a zero
-    gradient. ``docs/semantics.md`` has the exact rules.
+    A NaN, infinite or far-out coordinate never reads out of bounds: zeros and constant padding
+    sample the fill value, border the nearest edge (NaN: the first pixel), reflection and wrap
+    the first pixel for NaN or infinity and the reflected or wrapped position for a finite one;
+    a coordinate so replaced has a zero gradient. ``docs/semantics.md`` has the exact rules.
 
     Empty arrays (``N``, ``C`` or the grid's points 0) give empty outputs and zero gradients;
     each array of a call (input, grid, output) must have fewer than ``2**62`` elements with its
@@ -103,9 +126,12 @@ def grid_sample(
     >>> grid_sample(images, grid, padding_mode="border").shape
     (8, 3, 64, 64)
     """
-    params = _params(input, grid, mode, padding_mode, align_corners, implementation, layout,
-                     deterministic)
-    return grid_sample_op(input, grid, params)
+    params, fill, fill_params = _params(input, grid, mode, padding_mode, align_corners,
+                                        implementation, layout, deterministic, fill_value)
+    channels = fill_params["channels"]
+    fill = jnp.zeros((channels,), input.dtype) if fill is None else \
+        jnp.broadcast_to(fill, (channels,))
+    return grid_sample_op(input, grid, fill, params)
 
 
 def grid_sample_backward(
@@ -114,29 +140,34 @@ def grid_sample_backward(
     grid: jax.Array,
     *,
     mode: str | int = "bilinear",
-    padding_mode: str | int = "zeros",
+    padding_mode: str | int | tuple = "zeros",
     align_corners: bool = False,
     output_mask: Any = (True, True),
     implementation: str = "auto",
     layout: str | None = None,
     deterministic: bool = False,
-) -> tuple[jax.Array | None, jax.Array | None]:
+    fill_value: float | jax.Array | None = None,
+) -> tuple[jax.Array | None, ...]:
     """Gradients of :func:`grid_sample` (aclnnGridSampler2DBackward / 3DBackward in JAX form).
 
     Parameters
     ----------
     grad_output : jax.Array
         Cotangent of the output, shaped like ``grid_sample(input, grid)``.
-    input, grid, mode, padding_mode, align_corners, implementation, layout, deterministic
+    input, grid, mode, padding_mode, align_corners, implementation, layout, deterministic, fill_value
         As in :func:`grid_sample`.
-    output_mask : tuple of two bool
-        Which of ``(input_grad, grid_grad)`` to compute; the other is returned as None and not
-        computed.
+    output_mask : tuple of two or three bool
+        Which of ``(input_grad, grid_grad)`` to compute, or of ``(input_grad, grid_grad,
+        fill_grad)``; one not asked for is returned as None and not computed.
 
     Returns
     -------
     tuple
-        ``(input_grad, grid_grad)``, shaped like ``input`` and ``grid``, or None where masked off.
+        ``(input_grad, grid_grad)``, shaped like ``input`` and ``grid``, or None where masked off;
+        with a three-entry ``output_mask``, also ``fill_grad``, shaped like ``fill_value`` (a
+        scalar when it is one or not given): the sum over the batch and the points of
+        ``grad_output`` times the weight of the taps that read the fill value (zero without a
+        ``"zeros"`` or ``"constant"`` axis).
         The conventions are PyTorch's: the border clamp has derivative 0 at the edges, nearest
         gives a zero grid gradient, bicubic's grid gradient carries only the unnormalize factor.
 
@@ -152,11 +183,25 @@ def grid_sample_backward(
     >>> d_input.shape, d_grid.shape
     ((2, 3, 8, 8), (2, 4, 4, 2))
     """
-    params = _params(input, grid, mode, padding_mode, align_corners, implementation, layout,
-                     deterministic)
+    params, fill, fill_params = _params(input, grid, mode, padding_mode, align_corners,
+                                        implementation, layout, deterministic, fill_value)
     check_grad_output(grad_output, input, grid, dict(params)["channels_last"])
     mask = check_output_mask(output_mask)
-    return grid_sample_backward_op(grad_output, input, grid, params, mask)
+    input_grad, grid_grad = grid_sample_backward_op(grad_output, input, grid, params, mask[:2])
+    if len(mask) == 2:
+        if fill is not None and mask[1]:
+            grid_grad = grid_grad + fill_vjp(grad_output, fill, grid, **fill_params)[0]
+        return input_grad, grid_grad
+    fill_grad = None
+    if fill is None and reads_fill(fill_params["padding"]):
+        fill = jax.numpy.zeros((), input.dtype)  # "zeros": the fill value 0
+    if fill is not None and (mask[1] or mask[2]):
+        fill_grid_grad, fill_grad = fill_vjp(grad_output, fill, grid, **fill_params)
+        if mask[1]:
+            grid_grad = grid_grad + fill_grid_grad
+    elif mask[2]:
+        fill_grad = jax.numpy.zeros((), input.dtype)  # no tap reads a fill value
+    return input_grad, grid_grad, fill_grad if mask[2] else None
 
 
 __all__ = ["grid_sample", "grid_sample_backward"]

@@ -34,6 +34,7 @@ import jax
 import numpy as np
 
 from . import _ascend_cache
+from ._enums import Padding
 from ._contract import ASCEND_BACKWARD_TARGET as BACKWARD_TARGET
 from ._contract import ASCEND_FORWARD_TARGET as FORWARD_TARGET
 from ._native import load_and_register
@@ -125,7 +126,7 @@ def deterministic_level() -> tuple[int | None, str | None]:
 def forward_attributes(*, interpolation, padding, align_corners, channels_last, deterministic,
                        **_):
     """The attributes of the forward target."""
-    return dict(interpolation=np.int64(interpolation), padding=np.int64(padding),
+    return dict(interpolation=np.int64(interpolation), padding=np.int64(padding[0]),
                 align_corners=bool(align_corners), channels_last=bool(channels_last),
                 deterministic=bool(deterministic))
 
@@ -406,7 +407,7 @@ class AscendKernel:
         return found
 
     def rejects(self, platform: str, backward: bool, avals_in, *, interpolation,
-                channels_last, deterministic=False, padding=0, align_corners=False,
+                channels_last, deterministic=False, padding=(0, 0), align_corners=False,
                 **_) -> str | None:
         """Why a call does not run on aclnn on this platform, or None if it does."""
         level, level_error = deterministic_level()
@@ -414,8 +415,14 @@ class AscendKernel:
             return level_error
         if channels_last:
             return "aclnn takes channels-first tensors only"
+        # "constant" runs as "zeros" on aclnn, its fill term in XLA (_fill.py)
+        padding = tuple(Padding.ZEROS if p == Padding.CONSTANT else p for p in padding)
+        if len(set(padding)) != 1:
+            return "aclnn takes one padding mode for every axis, not one per axis"
+        if padding[0] == Padding.WRAP:
+            return "aclnn has no wrap padding"
         input, grid = avals_in[-2], avals_in[-1]
-        if padding == 0 and align_corners and all(s == 1 for s in input.shape[2:]):
+        if padding[0] == 0 and align_corners and all(s == 1 for s in input.shape[2:]):
             # No grid value makes aclnn read nothing for a NaN or infinite coordinate there
             # (_reference.grid_for_aclnn): every finite one lands on the pixel.
             return "a one-pixel input with zeros padding and align_corners=True"

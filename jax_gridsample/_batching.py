@@ -3,6 +3,9 @@
 - input and grid both batched: the vmapped axis folds into N.
 - input batched, grid shared: it folds into C (every channel sees the same grid).
 - grid batched, input shared: it folds into the output's first spatial axis.
+The forward's fill value (one per channel) folds with the input into C; where the fold does not
+go into C, a batched fill value cannot ride along (the kernels take one per channel), so that
+call samples "constant" as "zeros" and adds the fill term (``_fill.py``) per batch itself.
 The backward uses the same folds where they are exact: folding into C sums the grid gradient over
 the folded channels, so it is used only when the grid gradient is not requested (and folding into
 the spatial extent likewise only without the input gradient); otherwise the shared operands are
@@ -13,9 +16,14 @@ are bound as two calls, each with its own fold, so that a program needing only o
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 
 from ._compat import NOT_MAPPED as _NOT_MAPPED
+from ._enums import Padding
+from ._fill import add_fill, term_params
 from ._primitives import grid_sample_backward_p, grid_sample_p
 from ._validate import output_shape
 
@@ -61,30 +69,58 @@ def _output_spatial_axis(channels_last: bool) -> int:
     return 1 if channels_last else 2
 
 
-def forward_batcher(args, dims, *, channels_last, **params):
-    input, grid = args
-    input_dim, grid_dim = dims
+def forward_batcher(args, dims, *, channels_last, padding, **params):
+    fill, input, grid = args
+    fill_dim, input_dim, grid_dim = dims
     size = _size(args, dims)
     rank = input.ndim - (input_dim is not _NOT_MAPPED)
 
-    def bind(x, g):
-        return grid_sample_p.bind(x, g, channels_last=channels_last, **params)
+    def bind(f, x, g, padding=padding):
+        return grid_sample_p.bind(f, x, g, channels_last=channels_last, padding=padding, **params)
 
     if size == 0:
         shape = output_shape(_unbatched_shape(input, input_dim), _unbatched_shape(grid, grid_dim),
                              channels_last)
         return jnp.zeros((0,) + shape, input.dtype), 0
 
-    if input_dim is not _NOT_MAPPED and grid_dim is not _NOT_MAPPED:
-        out = bind(_fold(input, input_dim, size, 0), _fold(grid, grid_dim, size, 0))
-        return _split(out, 0, size), 0
-    if input_dim is not _NOT_MAPPED:  # shared grid: fold into C
+    if input_dim is not _NOT_MAPPED and grid_dim is _NOT_MAPPED:  # shared grid: fold into C
         at = _channel_axis(rank, channels_last)
-        out = bind(_fold(input, input_dim, size, at), grid)
+        out = bind(_fold(fill, fill_dim, size, 0), _fold(input, input_dim, size, at), grid)
         return _split(out, at, size), at
+    if fill_dim is not _NOT_MAPPED:
+        return _with_batched_fill(args, dims, size, channels_last, padding, **params)
+    if input_dim is not _NOT_MAPPED:  # both batched: fold into N
+        out = bind(fill, _fold(input, input_dim, size, 0), _fold(grid, grid_dim, size, 0))
+        return _split(out, 0, size), 0
     at = _output_spatial_axis(channels_last)  # shared input: fold into the output's extent
-    out = bind(input, _fold(grid, grid_dim, size, 1))
+    out = bind(fill, input, _fold(grid, grid_dim, size, 1))
     return _split(out, at, size), at
+
+
+def _with_batched_fill(args, dims, size, channels_last, padding, *, interpolation, align_corners,
+                       **params):
+    """A batched fill value where the fold does not go into C: "zeros" batched as above, plus the
+    fill term of each batch."""
+    fill, input, grid = args
+    fill_dim, input_dim, grid_dim = dims
+    zeros = tuple(Padding.ZEROS if p == Padding.CONSTANT else p for p in padding)
+    unbatched_fill = jnp.zeros(fill.shape[-1:], fill.dtype)
+    kw = dict(channels_last=channels_last, padding=zeros, interpolation=interpolation,
+              align_corners=align_corners, **params)
+    if input_dim is _NOT_MAPPED and grid_dim is _NOT_MAPPED:  # only the fill value is batched
+        out, at = grid_sample_p.bind(unbatched_fill, input, grid, **kw), _NOT_MAPPED
+    else:
+        out, at = forward_batcher((unbatched_fill, input, grid),
+                                  (_NOT_MAPPED, input_dim, grid_dim), **kw)
+    if Padding.CONSTANT not in padding:
+        return _front(out, at, size), 0
+    x_shape = _unbatched_shape(input, input_dim)
+    term = functools.partial(add_fill, **term_params(
+        x_shape, channels_last, interpolation=interpolation, padding=padding,
+        align_corners=align_corners))
+    out = jax.vmap(term)(_front(out, at, size), _front(fill, fill_dim, size),
+                         _front(grid, grid_dim, size))
+    return out, 0
 
 
 def backward_batcher(args, dims, *, channels_last, output_mask, **params):

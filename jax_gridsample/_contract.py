@@ -7,6 +7,15 @@ every version stays registered. The schema: ffi/common/ffi_contract.h binds the 
 results and attributes every platform shares; the CUDA backward adds a ``deterministic``
 attribute and a uint8 workspace result, the Ascend targets a ``deterministic`` attribute.
 
+Version 2 of the CPU and CUDA targets (``jax_gridsample_{forward,backward}_v2``) takes
+``padding`` as an int64 array, one code per grid component (x, y[, z]), where version 1 took
+one int64 for every axis: per-axis modes and "wrap" (4) do not fit that. Its codes are 0, 1, 2
+and 4; "constant" (3) is "zeros" inside the target plus a term XLA adds around it
+(``_fill.py``), so an artifact carries it as ordinary HLO. Everything else is version 1's.
+Version 1's handlers stay registered, unchanged: artifacts exported before version 2 call them.
+The Ascend targets stay at version 1: aclnn takes one of zeros, border and reflection for every
+axis, which version 1's attribute holds.
+
 The Ascend handlers no longer read that attribute: CANN picks its deterministic kernel from the
 process's setting, never per call (ffi/ascend/determinism.h), so the per-call switch the
 attribute once asked for never changed CANN's kernel. The attribute stays in the ``_v1``
@@ -33,27 +42,32 @@ from ._compat import import_jax_export
 if TYPE_CHECKING:
     from jax.export import DisabledSafetyCheck
 
-CONTRACT_VERSION = 1
-"""The version of the targets the lowerings call."""
+CONTRACT_VERSION = 2
+"""The version of the CPU and CUDA targets the lowerings call (the Ascend ones are at 1)."""
 
 # The targets the lowerings call: CPU and CUDA (one name, registered per platform), Ascend.
-FORWARD_TARGET = "jax_gridsample_forward_v1"
-BACKWARD_TARGET = "jax_gridsample_backward_v1"
+FORWARD_TARGET = "jax_gridsample_forward_v2"
+BACKWARD_TARGET = "jax_gridsample_backward_v2"
 ASCEND_FORWARD_TARGET = "jax_gridsample_ascend_forward_v1"
 ASCEND_BACKWARD_TARGET = "jax_gridsample_ascend_backward_v1"
+
+# Version 1 of the CPU and CUDA targets (one padding code for every axis): registered for the
+# artifacts that call them, no longer lowered to.
+FORWARD_TARGET_V1 = "jax_gridsample_forward_v1"
+BACKWARD_TARGET_V1 = "jax_gridsample_backward_v1"
 
 ALIASES = {
     # Version 1's names without the version suffix, which artifacts exported before targets
     # carried their version call.
-    "jax_gridsample_forward": FORWARD_TARGET,
-    "jax_gridsample_backward": BACKWARD_TARGET,
+    "jax_gridsample_forward": FORWARD_TARGET_V1,
+    "jax_gridsample_backward": BACKWARD_TARGET_V1,
     "jax_gridsample_ascend_forward": ASCEND_FORWARD_TARGET,
     "jax_gridsample_ascend_backward": ASCEND_BACKWARD_TARGET,
 }
 """Other names of a target: registered with the same handler, for artifacts that call them."""
 
-RELEASED_TARGETS = (FORWARD_TARGET, BACKWARD_TARGET, ASCEND_FORWARD_TARGET,
-                    ASCEND_BACKWARD_TARGET, *ALIASES)
+RELEASED_TARGETS = (FORWARD_TARGET, BACKWARD_TARGET, FORWARD_TARGET_V1, BACKWARD_TARGET_V1,
+                    ASCEND_FORWARD_TARGET, ASCEND_BACKWARD_TARGET, *ALIASES)
 """Every target name an artifact exported by any released version may call."""
 
 

@@ -14,8 +14,11 @@ class Interpolation(enum.IntEnum):
 
 
 class Padding(enum.IntEnum):
-    """Padding mode for out-of-range coordinates; the values are aclnn's ``paddingMode`` codes."""
+    """Padding mode for out-of-range coordinates: 0-2 are aclnn's ``paddingMode`` codes, 3 and 4
+    (which aclnn lacks) continue them."""
 
     ZEROS = 0
     BORDER = 1
     REFLECTION = 2
+    CONSTANT = 3
+    WRAP = 4

@@ -13,7 +13,13 @@ import math
 import jax
 import numpy as np
 
-from ._contract import ALIASES, BACKWARD_TARGET, FORWARD_TARGET
+from ._contract import (
+    ALIASES,
+    BACKWARD_TARGET,
+    BACKWARD_TARGET_V1,
+    FORWARD_TARGET,
+    FORWARD_TARGET_V1,
+)
 
 _FFI_API_VERSION = 1
 
@@ -61,10 +67,10 @@ def load_and_register(module: str, targets: tuple[str, ...], platforms: str | tu
 CUDA_PLATFORM = "CUDA"
 
 # Computed once at import; read-only afterwards.
-_CPU_MODULE, _CPU_STATUS, _ = load_and_register("_cpu_kernels",
-                                                (FORWARD_TARGET, BACKWARD_TARGET), "cpu")
-_CUDA_MODULE, _CUDA_STATUS, _ = load_and_register("_cuda_kernels",
-                                                  (FORWARD_TARGET, BACKWARD_TARGET), CUDA_PLATFORM)
+# Every version of the targets (_contract.py): artifacts call the older ones.
+_TARGETS = (FORWARD_TARGET, BACKWARD_TARGET, FORWARD_TARGET_V1, BACKWARD_TARGET_V1)
+_CPU_MODULE, _CPU_STATUS, _ = load_and_register("_cpu_kernels", _TARGETS, "cpu")
+_CUDA_MODULE, _CUDA_STATUS, _ = load_and_register("_cuda_kernels", _TARGETS, CUDA_PLATFORM)
 
 
 def cpu_available() -> bool:

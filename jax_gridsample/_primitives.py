@@ -1,7 +1,11 @@
 """The forward and backward JAX primitives: abstract evaluation, lowering per platform, autodiff.
 
-Both primitives carry the same parameters: ``interpolation`` and ``padding`` (the aclnn integer
-codes), ``align_corners``, ``channels_last``, ``implementation`` and ``deterministic`` (used by
+The forward's operands are ``(fill, input, grid)``: ``fill`` holds the fill value of each channel,
+shape ``(C,)``, read only with a "constant" axis (zeros otherwise). The backward's are
+``(grad_output, input, grid)``: it computes the "zeros" gradients; those of the fill value's term
+(``_fill.py``) are added around it. Both carry the same parameters: ``interpolation`` (the aclnn
+integer code), ``padding`` (a tuple of one code per grid component, x first; "constant" only in
+the forward's), ``align_corners``, ``channels_last``, ``implementation`` and ``deterministic`` (used by
 the reference and the kernels whose backward is not deterministic by default); the backward adds
 ``output_mask`` and returns only the outputs it asks for. Each lowers to the jnp reference on every
 platform; platforms with a native kernel (see ``_native``) get their own lowering on top.
@@ -26,6 +30,8 @@ from ._compat import (
     register_dce_rule,
     register_partitioned_lowering,
 )
+from ._enums import Padding
+from ._fill import add_fill, fill_vjp, term_params
 from ._reference import grid_for_aclnn, grid_sample_backward_reference, grid_sample_reference
 from ._sharding import forward_sharding, lower_partitioned
 from ._validate import output_shape
@@ -40,7 +46,8 @@ grid_sample_backward_p.multiple_results = True
 # Results are derived from the operands' avals (not built anew) so that they keep what jax tracks
 # beside shape and dtype, such as how a value varies over shard_map's manual axes.
 
-def _forward_abstract(input, grid, *, channels_last, **_):
+def _forward_abstract(fill, input, grid, *, channels_last, **_):
+    del fill
     shape = output_shape(input.shape, grid.shape, channels_last)
     if not hasattr(input, "update"):
         return jax.core.ShapedArray(shape, input.dtype)
@@ -54,10 +61,17 @@ def _backward_abstract(grad_output, input, grid, *, output_mask, **_):
 
 # --- the reference as a lowering ------------------------------------------------------------
 
-def _forward_reference(input, grid, *, interpolation, padding, align_corners, channels_last,
+def _forward_reference(fill, input, grid, *, interpolation, padding, align_corners, channels_last,
                        implementation, deterministic):
     del implementation, deterministic
-    return grid_sample_reference(input, grid, interpolation, padding, align_corners, channels_last)
+    output = grid_sample_reference(input, grid, interpolation, zeros_for_constant(padding),
+                                   align_corners, channels_last)
+    if Padding.CONSTANT not in padding:
+        return output
+    return add_fill(output, fill, grid, **term_params(input.shape, channels_last,
+                                                      interpolation=interpolation,
+                                                      padding=padding,
+                                                      align_corners=align_corners))
 
 
 def _backward_reference(grad_output, input, grid, *, interpolation, padding, align_corners,
@@ -92,9 +106,15 @@ def _reference_lowering(reference_fn, multiple_results):
     return rule
 
 
+def zeros_for_constant(padding: tuple[int, ...]) -> tuple[int, ...]:
+    """``padding`` with "constant" axes as "zeros": what a call without the fill value samples."""
+    return tuple(int(Padding.ZEROS) if p == Padding.CONSTANT else p for p in padding)
+
+
 def forward_attributes(*, interpolation, padding, align_corners, channels_last, **_):
-    """The FFI attributes of the forward targets (our CPU and CUDA kernels)."""
-    return dict(interpolation=np.int64(interpolation), padding=np.int64(padding),
+    """The FFI attributes of the forward targets (our CPU and CUDA kernels, version 2):
+    ``padding`` holds one mode per grid component, x first."""
+    return dict(interpolation=np.int64(interpolation), padding=np.asarray(padding, np.int64),
                 align_corners=bool(align_corners), channels_last=bool(channels_last))
 
 
@@ -136,6 +156,9 @@ class NativeKernel:
     # called in, when that differs from the call's (operands cast to it, results rounded back
     # once); None: the call's own.
     compute_dtype: Callable[..., np.dtype] | None = None
+    # takes_fill: whether the forward target takes the fill operand and "constant" axes (version
+    # 2 of ours); a kernel without samples them as "zeros" and XLA adds the fill term.
+    takes_fill: bool = True
     # backward_workspace(grad_output, input, grid, **params): bytes of a uint8 scratch result
     # that the backward target takes after its gradients (None: it takes none). XLA allocates
     # it like any other buffer, so it is valid in CUDA graphs too.
@@ -172,7 +195,8 @@ def ascend_native_kernel(kernel: _ascend.AscendKernel) -> NativeKernel:
     return NativeKernel(_ascend.available, kernel.forward_target, kernel.backward_target,
                         kernel.forward_attributes, kernel.backward_attributes,
                         rejects=kernel.rejects, trusted=kernel.trusted,
-                        grid_for_kernel=grid_for_aclnn, compute_dtype=kernel.compute_dtype)
+                        grid_for_kernel=grid_for_aclnn, compute_dtype=kernel.compute_dtype,
+                        takes_fill=False)
 
 
 # Ascend NPUs: CANN's aclnn grid sampler (see _ascend.py), under every spelling of the platform.
@@ -208,6 +232,14 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
             )
 
         def call_kernel(operands, params):
+            if (not backward and not kernel.takes_fill
+                    and Padding.CONSTANT in params["padding"]):
+                # "zeros" on the kernel, then the fill term on the call's own grid
+                fill, input, grid = operands
+                sampled = dict(params, padding=zeros_for_constant(params["padding"]))
+                return add_fill(call_kernel(operands, sampled), fill, grid, **term_params(
+                    input.shape, params["channels_last"], interpolation=params["interpolation"],
+                    padding=params["padding"], align_corners=params["align_corners"]))
             original = operands[-2].dtype
             wanted = None
             if kernel.compute_dtype is not None:
@@ -225,8 +257,10 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
                                                         params["align_corners"])
                 operands = (*operands[:-1], grid)
             if not backward:
+                fill, input, grid = operands
                 avals = _forward_abstract(*operands, **params)
-                output = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
+                ffi_operands = (input, grid, fill) if kernel.takes_fill else (input, grid)
+                output = jax.ffi.ffi_call(target, avals)(*ffi_operands, **attributes(**params))
                 return guard((output,))[0]
             avals = _backward_abstract(*operands, **params)
             workspace = kernel.backward_workspace
@@ -262,8 +296,8 @@ def _via_channels_first(call_kernel, operands, params, backward):
 
     params = dict(params, channels_last=False)
     if not backward:
-        input, grid = operands
-        return last(call_kernel((first(input), grid), params))
+        fill, input, grid = operands
+        return last(call_kernel((fill, first(input), grid), params))
     grad_output, input, grid = operands
     results = call_kernel((first(grad_output), first(input), grid), params)
     if params["output_mask"][0]:
@@ -273,32 +307,44 @@ def _via_channels_first(call_kernel, operands, params, backward):
 
 # --- autodiff: custom_vjp on top of the two primitives ---------------------------------------
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def grid_sample_op(input: jax.Array, grid: jax.Array, params: tuple) -> jax.Array:
-    """Bind the forward; ``params`` is a sorted tuple of the primitive's (name, value) pairs."""
-    return grid_sample_p.bind(input, grid, **dict(params))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def grid_sample_op(input: jax.Array, grid: jax.Array, fill: jax.Array, params: tuple) -> jax.Array:
+    """Bind the forward; ``fill`` has shape (C,); ``params`` is a sorted tuple of the
+    primitive's (name, value) pairs."""
+    return grid_sample_p.bind(fill, input, grid, **dict(params))
 
 
-def _op_forward(input, grid, params):
-    return grid_sample_op(input, grid, params), (input, grid)
+def _op_forward(input, grid, fill, params):
+    return grid_sample_op(input, grid, fill, params), (input, grid, fill)
 
 
 def _op_backward(params, residuals, grad_output):
-    input, grid = residuals
-    return tuple(grid_sample_backward_p.bind(
-        grad_output, input, grid, output_mask=(True, True), **dict(params)
-    ))
+    input, grid, fill = residuals
+    params = dict(params)
+    padding = params.pop("padding")
+    input_grad, grid_grad = grid_sample_backward_p.bind(
+        grad_output, input, grid, output_mask=(True, True),
+        padding=zeros_for_constant(padding), **params)
+    if Padding.CONSTANT not in padding:
+        return input_grad, grid_grad, jax.numpy.zeros_like(fill)
+    fill_grid_grad, fill_grad = fill_vjp(grad_output, fill, grid, **term_params(
+        input.shape, params["channels_last"], interpolation=params["interpolation"],
+        padding=padding, align_corners=params["align_corners"]))
+    return input_grad, grid_grad + fill_grid_grad, fill_grad
 
 
 grid_sample_op.defvjp(_op_forward, _op_backward)
 
 
 def grid_sample_backward_op(grad_output, input, grid, params: tuple, output_mask):
-    """Bind the backward; returns (grad_input or None, grad_grid or None)."""
+    """Bind the backward ("constant" axes as "zeros": the fill term's gradients are the
+    caller's); returns (grad_input or None, grad_grid or None)."""
     if not any(output_mask):
         return None, None
+    params = dict(params)
+    params["padding"] = zeros_for_constant(params["padding"])
     grads = iter(grid_sample_backward_p.bind(
-        grad_output, input, grid, output_mask=tuple(output_mask), **dict(params)
+        grad_output, input, grid, output_mask=tuple(output_mask), **params
     ))
     return tuple(next(grads) if wanted else None for wanted in output_mask)
 

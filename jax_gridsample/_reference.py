@@ -61,14 +61,15 @@ def _guard(
 ) -> tuple[jax.Array, jax.Array]:
     """Replace NaN, infinite and huge coordinates (semantics.md step 2); return (u, derivative)."""
     one, zero = jnp.ones_like(u), jnp.zeros_like(u)
-    if padding == Padding.ZEROS:
+    if padding in (Padding.ZEROS, Padding.CONSTANT):
         keep = jnp.abs(u) <= size + _GUARD_MARGIN
         return jnp.where(keep, u, -_GUARD_MARGIN), jnp.where(keep, one, zero)
     if padding == Padding.BORDER:  # NaN counts as -inf
         keep = (u >= -_GUARD_MARGIN) & (u <= size + _GUARD_MARGIN)
         clamped = jnp.clip(u, -_GUARD_MARGIN, size + _GUARD_MARGIN)
         return jnp.where(jnp.isnan(u), -_GUARD_MARGIN, clamped), jnp.where(keep, one, zero)
-    # reflection: a coordinate without fractional bits counts as c = -1 (so do NaN and infinities)
+    # reflection and wrap: a coordinate without fractional bits counts as c = -1 (so do NaN and
+    # infinities)
     keep = jnp.abs(u) < _no_fraction_from(u.dtype)
     return jnp.where(keep, u, 0.0 if align_corners else -0.5), jnp.where(keep, one, zero)
 
@@ -105,11 +106,18 @@ def _reflect(u: jax.Array, size: int, align_corners: bool) -> tuple[jax.Array, j
 
 
 def _pad(u: jax.Array, size: int, padding: int, align_corners: bool) -> tuple[jax.Array, jax.Array]:
+    """Step 3: the padded coordinate and its derivative (wrap wraps the taps, not u)."""
     if padding == Padding.BORDER:
         return _clip(u, size)
     if padding == Padding.REFLECTION:
         return _reflect(u, size, align_corners)
     return u, jnp.ones_like(u)
+
+
+def _wrap(position: jax.Array, size: int, padding: int) -> jax.Array:
+    """A tap's position modulo ``size`` under wrap padding (exact: positions are integers);
+    unchanged under the others."""
+    return jnp.remainder(position, size) if padding == Padding.WRAP else position
 
 
 def _cubic_weights(t: jax.Array) -> tuple[list[jax.Array], list[jax.Array]]:
@@ -142,17 +150,19 @@ def axis_taps(
     if interpolation == Interpolation.BICUBIC:
         x0 = jnp.floor(u)
         weights, dweights = _cubic_weights(u - x0)
-        positions = [_pad(x0 + (k - 1), size, padding, align_corners)[0] for k in range(4)]
+        positions = [_wrap(_pad(x0 + (k - 1), size, padding, align_corners)[0], size, padding)
+                     for k in range(4)]
         coord_grad = du_dc * dguard
     else:
         u, dpad = _pad(u, size, padding, align_corners)
         coord_grad = du_dc * dguard * dpad
         if interpolation == Interpolation.NEAREST:
-            positions, weights, dweights = [jnp.round(u)], [jnp.ones_like(u)], [jnp.zeros_like(u)]
+            positions = [_wrap(jnp.round(u), size, padding)]
+            weights, dweights = [jnp.ones_like(u)], [jnp.zeros_like(u)]
             coord_grad = jnp.zeros_like(u)
         else:
             x0 = jnp.floor(u)
-            positions = [x0, x0 + 1]
+            positions = [_wrap(x0, size, padding), _wrap(x0 + 1, size, padding)]
             weights = [x0 + 1 - u, u - x0]
             dweights = [-jnp.ones_like(u), jnp.ones_like(u)]
     return AxisTaps(
@@ -184,14 +194,16 @@ def compute_taps(
     grid: jax.Array,
     spatial: tuple[int, ...],
     interpolation: int,
-    padding: int,
+    padding: tuple[int, ...],
     align_corners: bool,
 ) -> Taps:
-    """Coordinate math for every output point. ``grid`` is (N, P, k) in the compute dtype."""
+    """Coordinate math for every output point. ``grid`` is (N, P, k) in the compute dtype;
+    ``padding`` has one mode per grid component (x, y[, z]), or is one for all of them."""
     k = len(spatial)
+    padding = tuple(padding) if isinstance(padding, (tuple, list)) else (padding,) * k
     # grid component j indexes spatial axis k-1-j (x -> W, y -> H, z -> D).
     axes = tuple(
-        axis_taps(grid[..., j], spatial[k - 1 - j], interpolation, padding, align_corners)
+        axis_taps(grid[..., j], spatial[k - 1 - j], interpolation, padding[j], align_corners)
         for j in range(k)
     )
     slow_to_fast = axes[::-1]  # D, H, W
@@ -276,11 +288,15 @@ def grid_sample_reference(
     input: jax.Array,
     grid: jax.Array,
     interpolation: int,
-    padding: int,
+    padding: tuple[int, ...] | int,
     align_corners: bool,
     channels_last: bool = False,
 ) -> jax.Array:
-    """The forward: (N, C, *S) x (N, *So, k) -> (N, C, *So) (or channels-last both sides)."""
+    """The forward: (N, C, *S) x (N, *So, k) -> (N, C, *So) (or channels-last both sides).
+
+    ``padding``: one mode per grid component (x, y[, z]) or one for all, never "constant"
+    (which ``_fill`` adds to "zeros").
+    """
     spatial, out_spatial = _spatial_shapes(input.shape, grid.shape, channels_last)
     n, ctype = input.shape[0], compute_dtype(input.dtype)
     taps = compute_taps(
@@ -300,7 +316,7 @@ def grid_sample_backward_reference(
     input: jax.Array,
     grid: jax.Array,
     interpolation: int,
-    padding: int,
+    padding: tuple[int, ...] | int,
     align_corners: bool,
     output_mask: tuple[bool, bool],
     channels_last: bool = False,
@@ -386,7 +402,7 @@ def _beyond_edge(size: int, align_corners: bool, dtype: jnp.dtype, side: int) ->
 
 
 def grid_for_aclnn(
-    grid: jax.Array, spatial: tuple[int, ...], padding: int, align_corners: bool
+    grid: jax.Array, spatial: tuple[int, ...], padding: tuple[int, ...], align_corners: bool
 ) -> tuple[jax.Array, jax.Array]:
     """The grid to send to a kernel without step 2 of docs/semantics.md (CANN's aclnn grid
     sampler) so that it computes what this reference computes; and which values it replaced.
@@ -409,9 +425,15 @@ def grid_for_aclnn(
     ``replaced``.
 
     Parameters: ``grid`` (N, *So, k) in the call's dtype; ``spatial`` the input's spatial sizes
-    (D, H, W or H, W). Returns ``(grid, replaced)``, ``replaced`` a boolean array of the grid's
-    shape.
+    (D, H, W or H, W); ``padding`` one mode per axis, the same on every axis (aclnn takes one).
+    Returns ``(grid, replaced)``, ``replaced`` a boolean array of the grid's shape.
     """
+    padding = tuple(padding) if isinstance(padding, (tuple, list)) else (padding,)
+    if len(set(padding)) != 1 or padding[0] not in (Padding.ZEROS, Padding.BORDER,
+                                                    Padding.REFLECTION):
+        raise ValueError(f"aclnn takes one of zeros, border and reflection on every axis, not "
+                         f"{padding}")
+    padding = padding[0]
     k = grid.shape[-1]
     ctype = compute_dtype(grid.dtype)
     coords, replaced = [], []

@@ -65,8 +65,8 @@ def signature(dims: int, channels_last: bool, output_mask: Sequence[bool] | None
     input, grid, output = with_channels(spatial), (BATCH, *points, COORDINATE), \
         with_channels(points)
     whole = (*spatial, COORDINATE)
-    if output_mask is None:
-        return Signature((input, grid), (output,), whole, ((),))
+    if output_mask is None:  # the forward's operands: (fill, input, grid)
+        return Signature(((CHANNELS,), input, grid), (output,), whole, ((),))
     wanted = [(input, points), (grid, (CHANNELS,))]
     results = [r for r, on in zip(wanted, output_mask, strict=True) if on]
     return Signature((output, input, grid), tuple(r for r, _ in results), whole,
@@ -168,7 +168,7 @@ def forward_sharding(input, grid, *, channels_last: bool, **_):
                                for d in range(len(a.shape))):
         return input.sharding
     sig = signature(len(grid.shape) - 2, channels_last, None)
-    return _sharding(mesh, sig.results[0], assign(mesh, sig, (input, grid)))
+    return _sharding(mesh, sig.results[0], assign(mesh, sig, (None, input, grid)))
 
 
 def _auto(mesh):

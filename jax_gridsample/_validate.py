@@ -44,9 +44,68 @@ def parse_interpolation(mode: Any) -> Interpolation:
     return _parse_enum(mode, Interpolation, "mode")
 
 
-def parse_padding(padding_mode: Any) -> Padding:
-    """'zeros' | 'border' | 'reflection' or the aclnn codes 0 | 1 | 2."""
-    return _parse_enum(padding_mode, Padding, "padding_mode")
+def parse_padding(padding_mode: Any, k: int) -> tuple[Padding, ...]:
+    """One mode for every spatial axis, or a tuple of k (x, y[, z]); returns k modes, x first.
+
+    A mode is 'zeros' | 'border' | 'reflection' | 'constant' | 'wrap' or its code 0 .. 4. A
+    tuple holds at most one of 'zeros' and 'constant' (both read a fill value, which is one).
+    """
+    if not isinstance(padding_mode, (tuple, list)):
+        return (_parse_enum(padding_mode, Padding, "padding_mode"),) * k
+    if len(padding_mode) != k:
+        raise ValueError(
+            f"padding_mode={tuple(padding_mode)!r} has {len(padding_mode)} entries; a tuple needs "
+            f"one per spatial axis of the grid ({k}: {'(x, y)' if k == 2 else '(x, y, z)'})"
+        )
+    modes = tuple(_parse_enum(m, Padding, f"padding_mode[{i}]")
+                  for i, m in enumerate(padding_mode))
+    if Padding.ZEROS in modes and Padding.CONSTANT in modes:
+        raise ValueError(
+            f"padding_mode={tuple(padding_mode)!r} mixes 'zeros' and 'constant'; both read the "
+            "fill value (0 for 'zeros'), so use 'constant' on every such axis"
+        )
+    return modes
+
+
+def reads_fill(padding: tuple[int, ...]) -> bool:
+    """Whether a tap outside the input reads the fill value along some axis ('zeros' or
+    'constant')."""
+    return any(p in (Padding.ZEROS, Padding.CONSTANT) for p in padding)
+
+
+def check_fill_value(fill_value: Any, padding: tuple[int, ...], input: Any,
+                     channels_last: bool) -> Any:
+    """``fill_value`` as an array of the input's dtype, shape () or (C,); None where no axis
+    is 'constant' and none was given (a scalar 0 where one is and none was given)."""
+    import jax.numpy as jnp
+
+    constant = Padding.CONSTANT in padding
+    if fill_value is None:
+        return jnp.zeros((), input.dtype) if constant else None
+    if not constant:
+        raise ValueError(
+            f"fill_value is given, but padding_mode {tuple(p.name.lower() for p in padding)} has "
+            "no 'constant' axis; use padding_mode='constant' (or a tuple with 'constant')"
+        )
+    if isinstance(fill_value, (str, bytes)) or not (
+        hasattr(fill_value, "dtype") or isinstance(fill_value, (int, float, np.number))
+    ) or isinstance(fill_value, (bool, np.bool_)):
+        raise TypeError(
+            f"fill_value must be a real number or an array of shape () or (C,), got "
+            f"{type(fill_value).__name__} {fill_value!r}"
+        )
+    dtype = np.dtype(fill_value.dtype if hasattr(fill_value, "dtype")
+                     else np.asarray(fill_value).dtype)
+    if dtype.kind not in "iuf":
+        raise TypeError(f"fill_value must have a real (integer or floating) dtype, got {dtype}")
+    shape = tuple(np.shape(fill_value))
+    channels = input.shape[-1] if channels_last else input.shape[1]
+    if shape not in ((), (channels,)):
+        raise ValueError(
+            f"fill_value must be a scalar or have shape (C,) = ({channels},), one value per "
+            f"channel of input shape {tuple(input.shape)}; got shape {shape}"
+        )
+    return jnp.asarray(fill_value).astype(input.dtype)
 
 
 def check_bool(value: Any, argument: str) -> bool:
@@ -64,17 +123,19 @@ def check_implementation(implementation: Any) -> str:
     return implementation
 
 
-def check_output_mask(output_mask: Any) -> tuple[bool, bool]:
+def check_output_mask(output_mask: Any) -> tuple[bool, ...]:
+    """Two booleans (input_grad, grid_grad), or three with fill_grad last."""
     if (
         isinstance(output_mask, (str, bytes))
         or not isinstance(output_mask, Sequence)
-        or len(output_mask) != 2
+        or len(output_mask) not in (2, 3)
         or not all(isinstance(m, (bool, np.bool_)) for m in output_mask)
     ):
         raise ValueError(
-            f"output_mask must be two booleans (input_grad, grid_grad), got {output_mask!r}"
+            f"output_mask must be two booleans (input_grad, grid_grad) or three "
+            f"(input_grad, grid_grad, fill_grad), got {output_mask!r}"
         )
-    return bool(output_mask[0]), bool(output_mask[1])
+    return tuple(bool(m) for m in output_mask)
 
 
 def _check_floating(x: Any, argument: str) -> None:

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_gridsample
-from jax_gridsample import _native
+from jax_gridsample import _contract, _native
 from jax_gridsample._primitives import NATIVE_KERNELS
 
 
@@ -83,7 +83,9 @@ def test_cuda_module_was_built():
     )
     from jax_gridsample import _cuda_kernels
 
-    assert set(_cuda_kernels.registrations()) == {_native.FORWARD_TARGET, _native.BACKWARD_TARGET}
+    assert set(_cuda_kernels.registrations()) == {_native.FORWARD_TARGET, _native.BACKWARD_TARGET,
+                                                   _contract.FORWARD_TARGET_V1,
+                                                   _contract.BACKWARD_TARGET_V1}
     assert _native.native_status()["cuda"] in ("available", "compiled, no CUDA device")
 
 

@@ -4,7 +4,8 @@ Each folder of tests/export_compat/ holds CPU artifacts that some version of the
 (make_artifacts.py wrote them; its docstring says what they hold): ``v1`` calls version 1 of the
 targets by their current names, ``v1-unversioned-names`` by the names the package gave them before
 they carried a version (both exported with jax 0.10.2), ``v1-jax0.12`` the same as ``v1``, exported
-with jax 0.12.0.1. Each must load with the package under test, under every jax from the oldest that
+with jax 0.12.0.1; ``v2`` calls version 2 (one padding mode per axis: wrap, tuples, and
+"constant" as "zeros" plus its fill term), exported with jax 0.10.2. Each must load with the package under test, under every jax from the oldest that
 can load it (OLDEST_LOADER), and give the results stored with it; those results are checked against
 the float64 reference too, so that a wrong stored value cannot pass unseen. A later version of the
 kernels may sum in another order, hence a tolerance (1e-5 for float32 values, 1e-12 for float64)
@@ -42,10 +43,16 @@ def _split(flat: np.ndarray, avals) -> list[np.ndarray]:
     return arrays
 
 
-def _kwargs(call) -> dict:
+def _kwargs(call, about) -> dict:
+    """A call's arguments; version 2's may have a padding per axis, and a fill value (the
+    folder's) with a "constant" axis."""
     dims, _, _, mode, padding, align_corners, channels_last = call[:7]
-    return dict(mode=mode, padding_mode=padding, align_corners=align_corners,
-                layout=("NHWC" if dims == 2 else "NDHWC") if channels_last else None)
+    padding = tuple(padding) if isinstance(padding, list) else padding
+    kw = dict(mode=mode, padding_mode=padding, align_corners=align_corners,
+              layout=("NHWC" if dims == 2 else "NDHWC") if channels_last else None)
+    if "constant" in (padding if isinstance(padding, tuple) else (padding,)):
+        kw["fill_value"] = about["fill_value"]
+    return kw
 
 
 def _close(got, want):
@@ -109,9 +116,10 @@ def test_forward_and_vjp(name):
         _close(g, w)
     for i, call in enumerate(about["forward_calls"]):  # the stored results are right
         x, grid = args[2 * i:2 * i + 2]
-        _close(_reference(jax_gridsample.grid_sample, x, grid, **_kwargs(call)), outputs[i])
+        _close(_reference(jax_gridsample.grid_sample, x, grid, **_kwargs(call, about)),
+               outputs[i])
         want = _reference(jax_gridsample.grid_sample_backward, cotangents[i], x, grid,
-                          **_kwargs(call))
+                          **_kwargs(call, about))
         for g, w in zip(want, grads[2 * i:2 * i + 2], strict=True):
             _close(g, w)
 
@@ -127,20 +135,21 @@ def test_backward_with_output_mask(name):
     wanted = []
     for i, call in enumerate(about["backward_calls"]):
         grads = _reference(jax_gridsample.grid_sample_backward, *args[3 * i:3 * i + 3],
-                           output_mask=tuple(call[7]), **_kwargs(call))
+                           output_mask=tuple(call[7]), **_kwargs(call, about))
         wanted += [g for g in grads if g is not None]
     for g, w in zip(wanted, outputs, strict=True):
         _close(g, w)
 
 
 @pytest.mark.parametrize("module, targets, platforms", [
-    ("_cpu_kernels", (_contract.FORWARD_TARGET, _contract.BACKWARD_TARGET), ("cpu",)),
+    ("_cpu_kernels", (_contract.FORWARD_TARGET, _contract.BACKWARD_TARGET,
+                      _contract.FORWARD_TARGET_V1, _contract.BACKWARD_TARGET_V1), ("cpu",)),
     ("_ascend_kernels", (_ascend.FORWARD_TARGET, _ascend.BACKWARD_TARGET),
      _ascend.PLATFORM_NAMES),
 ])
 def test_every_name_of_a_target_is_registered(monkeypatch, module, targets, platforms):
-    """Each target is registered under its name and under its other names, same handler, for
-    every spelling of its platform."""
+    """Each target is registered under its name and under its other names (version 1's: the
+    name without the version), same handler, for every spelling of its platform."""
     registered = {}
     monkeypatch.setattr(jax.ffi, "register_ffi_target",
                         lambda name, capsule, platform, **_: registered.setdefault(
@@ -150,7 +159,7 @@ def test_every_name_of_a_target_is_registered(monkeypatch, module, targets, plat
     handlers = compiled.registrations()
     for target in targets:
         names = [target, *(a for a, t in _contract.ALIASES.items() if t == target)]
-        assert len(names) == 2
+        assert len(names) == (2 if target.endswith("_v1") else 1)
         for alias in names:
             for platform in platforms:
                 assert registered[(alias, platform)] is not None

@@ -72,8 +72,8 @@ def test_offsets_beyond_int32(large_input: jax.Array, mode: str) -> None:
     assert int(u[:, 1].max()) * S + int(u[:, 0].max()) > 2**31  # the case needs 64-bit offsets
     out = jax.ffi.ffi_call(
         _native.FORWARD_TARGET, jax.ShapeDtypeStruct((1, 1, 1, len(u)), jnp.float16)
-    )(large_input, jnp.asarray(grid16.reshape(1, 1, -1, 2)),
-      interpolation=np.int64({"bilinear": 0, "nearest": 1}[mode]), padding=np.int64(0),
+    )(large_input, jnp.asarray(grid16.reshape(1, 1, -1, 2)), jnp.zeros(1, jnp.float16),
+      interpolation=np.int64({"bilinear": 0, "nearest": 1}[mode]), padding=np.zeros(2, np.int64),
       align_corners=True, channels_last=False)
     got = np.asarray(out, np.float64).ravel()
     want = _expected(u.astype(np.float64), mode)

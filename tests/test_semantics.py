@@ -353,8 +353,8 @@ def test_reflection_is_exact_at_the_mirrors_in_every_width(dtype):
     def sample_all(rows):  # the FFI target itself: 512 public calls take long to trace
         out = jax.ShapeDtypeStruct((1, 1, 1, len(FLIPS)), dtype)
         return [jax.ffi.ffi_call(_native.FORWARD_TARGET, out)(
-            row, grid, interpolation=np.int64(1), padding=np.int64(2), align_corners=ac,
-            channels_last=False) for ac in (False, True) for row in rows]
+            row, grid, jnp.zeros(1, dtype), interpolation=np.int64(1), padding=np.array([2, 2]),
+            align_corners=ac, channels_last=False) for ac in (False, True) for row in rows]
 
     reference = iter(jax.jit(reflect_all)(mirrors))
     native = iter(jax.jit(sample_all)(rows))

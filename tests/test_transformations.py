@@ -227,3 +227,45 @@ def test_only_the_needed_gradients_are_computed(argnums, mask, implementation):
     wanted = [f for f, m in zip(full, mask, strict=True) if m]
     for g, f in zip(got, wanted, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(f), rtol=1e-12, atol=1e-12)
+
+
+# (padding_mode, mode, dims, fill per channel): tuples, bicubic, a traced per-channel fill.
+NEW_PADDING_CASES = [(("wrap", "border"), "bicubic", 2, False),
+                     ("constant", "bilinear", 2, True),
+                     (("constant", "wrap", "reflection"), "bicubic", 3, True),
+                     ("wrap", "nearest", 3, False)]
+
+
+@pytest.mark.parametrize("padding, mode, dims, per_channel", NEW_PADDING_CASES, ids=str)
+def test_constant_and_wrap_run_the_native_kernel_under_jit_grad_and_vmap(padding, mode, dims,
+                                                                         per_channel):
+    """implementation="native" on the CPU: jit(vmap(grad)) of "constant" (a fill term around
+    the "zeros" kernel) and "wrap" calls our forward and backward targets once each and holds
+    no gather or scatter (the reference's); the values are a loop over the reference's, the
+    fill gradient included."""
+    rng = np.random.default_rng(27)
+    x, grid = _data(dims, rng)
+    xs, gs = _batched(x, 0, rng), _batched(grid, 0, rng)
+    fill = jnp.asarray([0.5, -1.5, 2.0] if per_channel else 0.75)
+    fills = _batched(fill, 0, rng)
+    constant = "constant" in (padding if isinstance(padding, tuple) else (padding,))
+
+    def loss(x, g, f, implementation):
+        kw = dict(fill_value=f) if constant else {}
+        out = jax_gridsample.grid_sample(x, g, mode=mode, padding_mode=padding,
+                                         implementation=implementation, **kw)
+        return jnp.sum(out**2)
+
+    argnums = (0, 1, 2) if constant else (0, 1)
+    native = jax.vmap(jax.grad(lambda x, g, f: loss(x, g, f, "native"), argnums=argnums))
+    compiled = jax.jit(native).lower(xs, gs, fills).compile().as_text()
+    assert compiled.count('custom_call_target="jax_gridsample_forward_v2"') == 1
+    assert compiled.count('custom_call_target="jax_gridsample_backward_v2"') == 1
+    assert " gather(" not in compiled and " scatter(" not in compiled
+    got = jax.jit(native)(xs, gs, fills)
+    for b in range(B):
+        want = jax.grad(lambda x, g, f: loss(x, g, f, "reference"), argnums=argnums)(
+            xs[b], gs[b], fills[b])
+        for name, a, e in zip(("input", "grid", "fill"), got, want, strict=False):
+            np.testing.assert_allclose(np.asarray(a[b]), np.asarray(e), rtol=1e-10, atol=1e-10,
+                                       err_msg=f"{name} gradient, batch {b}")

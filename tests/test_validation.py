@@ -29,8 +29,34 @@ G5 = jnp.zeros((2, 3, 3, 3, 3))
         (X4, G4, {"mode": 3}, ValueError, r"mode=3 is not a valid code"),
         (X4, G4, {"mode": 1.0}, TypeError, r"mode must be a string"),
         (X4, G4, {"mode": True}, TypeError, r"mode must be a string"),
-        (X4, G4, {"padding_mode": "wrap"}, ValueError, r"padding_mode='wrap' is not supported"),
+        (X4, G4, {"padding_mode": "periodic"}, ValueError,
+         r"padding_mode='periodic' is not supported.*'constant', 'wrap'"),
         (X4, G4, {"padding_mode": -1}, ValueError, r"padding_mode=-1 is not a valid code"),
+        (X4, G4, {"padding_mode": 5}, ValueError, r"padding_mode=5 is not a valid code"),
+        (X4, G4, {"padding_mode": ("wrap",)}, ValueError,
+         r"has 1 entries; a tuple needs one per spatial axis of the grid \(2: \(x, y\)\)"),
+        (X5, G5, {"padding_mode": ("wrap", "border")}, ValueError, r"\(3: \(x, y, z\)\)"),
+        (X4, G4, {"padding_mode": ("wrap", "mirror")}, ValueError,
+         r"padding_mode\[1\]='mirror' is not supported"),
+        (X4, G4, {"padding_mode": ("wrap", 2.0)}, TypeError, r"padding_mode\[1\] must be a string"),
+        (X4, G4, {"padding_mode": ("zeros", "constant")}, ValueError,
+         r"mixes 'zeros' and 'constant'"),
+        (X4, G4, {"fill_value": 1.0}, ValueError,
+         r"fill_value is given, but padding_mode \('zeros', 'zeros'\) has no 'constant' axis"),
+        (X4, G4, {"padding_mode": "wrap", "fill_value": 0.0}, ValueError, r"no 'constant' axis"),
+        (X4, G4, {"padding_mode": "constant", "fill_value": jnp.zeros(2)}, ValueError,
+         r"fill_value must be a scalar or have shape \(C,\) = \(3,\).*\(2, 3, 4, 5\); got shape "
+         r"\(2,\)"),
+        (X4, G4, {"padding_mode": "constant", "fill_value": jnp.zeros((1, 3))}, ValueError,
+         r"got shape \(1, 3\)"),
+        (X4, G4, {"padding_mode": "constant", "fill_value": "white"}, TypeError,
+         r"fill_value must be a real number"),
+        (X4, G4, {"padding_mode": "constant", "fill_value": True}, TypeError,
+         r"fill_value must be a real number"),
+        (X4, G4, {"padding_mode": "constant", "fill_value": 1j}, TypeError,
+         r"fill_value must be a real number"),
+        (X4, G4, {"padding_mode": "constant", "fill_value": jnp.zeros(3, jnp.complex64)},
+         TypeError, r"fill_value must have a real \(integer or floating\) dtype, got complex64"),
         (X4, G4, {"align_corners": 1}, TypeError, r"align_corners must be a bool"),
         (X4, G4, {"implementation": "gpu"}, ValueError, r"implementation='gpu'"),
         (X4, G4, {"layout": "NDHWC"}, ValueError, r"layout='NDHWC' is not valid for a rank-4"),
@@ -61,6 +87,8 @@ def test_grid_sample_rejects(input, grid, kwargs, error, match):
         (jnp.zeros((2, 3, 3, 4)), {}, ValueError, r"grad_output must have shape \(2, 3, 3, 3\)"),
         (jnp.zeros((2, 3, 3, 3), jnp.float32), {}, TypeError, r"grad_output must have the input"),
         (jnp.zeros((2, 3, 3, 3)), {"output_mask": (True,)}, ValueError, r"output_mask must be two"),
+        (jnp.zeros((2, 3, 3, 3)), {"output_mask": (True,) * 4}, ValueError,
+         r"or three \(input_grad, grid_grad, fill_grad\)"),
         (jnp.zeros((2, 3, 3, 3)), {"output_mask": (1, 0)}, ValueError, r"output_mask must be two"),
         (jnp.zeros((2, 3, 3, 3)), {"output_mask": "tt"}, ValueError, r"output_mask must be two"),
     ],
@@ -103,8 +131,10 @@ def test_native_on_a_platform_without_a_kernel_is_a_clear_error(platform):
 def test_enums_carry_the_aclnn_codes():
     assert [int(m) for m in jax_gridsample.Interpolation] == [0, 1, 2]
     assert [m.name for m in jax_gridsample.Interpolation] == ["BILINEAR", "NEAREST", "BICUBIC"]
-    assert [int(m) for m in jax_gridsample.Padding] == [0, 1, 2]
-    assert [m.name for m in jax_gridsample.Padding] == ["ZEROS", "BORDER", "REFLECTION"]
+    # 0-2 are aclnn's; 3 and 4 continue them
+    assert [int(m) for m in jax_gridsample.Padding] == [0, 1, 2, 3, 4]
+    assert [m.name for m in jax_gridsample.Padding] == ["ZEROS", "BORDER", "REFLECTION",
+                                                        "CONSTANT", "WRAP"]
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.standard_normal((1, 1, 4, 4)))
     g = jnp.asarray(rng.uniform(-1, 1, (1, 2, 2, 2)))
@@ -114,6 +144,14 @@ def test_enums_carry_the_aclnn_codes():
                                          padding_mode=jax_gridsample.Padding.REFLECTION)
     np.testing.assert_array_equal(np.asarray(by_name), np.asarray(by_code))
     np.testing.assert_array_equal(np.asarray(by_name), np.asarray(by_enum))
+    g = 3 * g  # taps outside: the modes differ
+    for name, code in (("constant", 3), ("wrap", 4)):
+        kw = dict(fill_value=0.5) if name == "constant" else {}
+        by_name = jax_gridsample.grid_sample(x, g, padding_mode=(name, "border"), **kw)
+        by_code = jax_gridsample.grid_sample(x, g, padding_mode=(code, 1), **kw)
+        np.testing.assert_array_equal(np.asarray(by_name), np.asarray(by_code))
+        assert not np.array_equal(np.asarray(by_name),
+                                  np.asarray(jax_gridsample.grid_sample(x, g, padding_mode=1)))
 
 
 def test_the_native_cpu_kernel_is_built_and_loaded():

@@ -10,44 +10,61 @@
 // padding, align_corners, channels_last, input_mask, grid_mask, extras...).
 // The attribute names are those the Python lowerings pass.
 //
-// This is version 1 of the targets' contract (jax_gridsample_{forward,backward}_v1
-// and the Ascend ones; jax_gridsample/_contract.py lists every name). Serialized
-// jax.export artifacts call it, so it is frozen: do not change these bindings or
-// what they mean. A change is a new version beside this one, with its own target
-// names; _contract.py says how to add one.
+// Version 1 (jax_gridsample_{forward,backward}_v1 and the Ascend targets) takes
+// `padding` as one int64 for every axis; version 2 (the CPU and CUDA
+// jax_gridsample_{forward,backward}_v2) as an int64 array, one code per grid
+// component, x first (the Padding template argument below), and its forward a
+// fill operand after the grid, for "constant" padding. Nothing else differs; jax_gridsample/_contract.py lists every name. Serialized jax.export
+// artifacts call both, so both are frozen: do not change these bindings or what
+// they mean. A change is a new version beside them, with its own target names;
+// _contract.py says how to add one.
 #ifndef JAX_GRIDSAMPLE_FFI_COMMON_FFI_CONTRACT_H_
 #define JAX_GRIDSAMPLE_FFI_COMMON_FFI_CONTRACT_H_
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "xla/ffi/api/ffi.h"
 
 namespace gs_ffi {
 
+// The `padding` attribute of version 1 (one code for every axis) and of
+// version 2 (one per grid component, x first).
+using PaddingV1 = int64_t;
+using PaddingV2 = xla::ffi::Span<const int64_t>;
+
 // The sampling attributes that both targets take, in order.
-template <typename Binding>
+template <typename Padding = PaddingV1, typename Binding>
 auto BindSamplingAttrs(Binding&& binding) {
   return std::forward<Binding>(binding)
       .template Attr<int64_t>("interpolation")
-      .template Attr<int64_t>("padding")
+      .template Attr<Padding>("padding")
       .template Attr<bool>("align_corners")
       .template Attr<bool>("channels_last");
 }
 
-template <typename Binding>
+// Version 2's forward takes a third operand, the fill value of "constant"
+// padding: C values of the input's dtype (read only with a "constant" axis).
+template <typename Padding = PaddingV1, typename Binding>
 auto BindForward(Binding&& binding) {
   namespace ffi = xla::ffi;
-  return BindSamplingAttrs(std::forward<Binding>(binding)
-                               .template Arg<ffi::AnyBuffer>()    // input
-                               .template Arg<ffi::AnyBuffer>()    // grid
-                               .template Ret<ffi::AnyBuffer>());  // output
+  auto operands = std::forward<Binding>(binding)
+                      .template Arg<ffi::AnyBuffer>()   // input
+                      .template Arg<ffi::AnyBuffer>();  // grid
+  if constexpr (std::is_same_v<Padding, PaddingV2>) {
+    return BindSamplingAttrs<Padding>(std::move(operands)
+                                          .template Arg<ffi::AnyBuffer>()    // fill
+                                          .template Ret<ffi::AnyBuffer>());  // output
+  } else {
+    return BindSamplingAttrs<Padding>(std::move(operands).template Ret<ffi::AnyBuffer>());
+  }
 }
 
-template <typename Binding>
+template <typename Padding = PaddingV1, typename Binding>
 auto BindBackward(Binding&& binding) {
   namespace ffi = xla::ffi;
-  return BindSamplingAttrs(std::forward<Binding>(binding)
+  return BindSamplingAttrs<Padding>(std::forward<Binding>(binding)
                                .template Arg<ffi::AnyBuffer>()  // grad_output
                                .template Arg<ffi::AnyBuffer>()  // input
                                .template Arg<ffi::AnyBuffer>()  // grid

@@ -1,8 +1,10 @@
 // Per-axis coordinate math of grid_sample, shared by every native kernel.
 //
 // This header is the single implementation of docs/semantics.md: unnormalize,
-// the non-finite/huge guard (step 2), border / reflection padding with their
-// derivatives, and per-axis tap generation for bilinear, nearest and bicubic.
+// the non-finite/huge guard (step 2), border / reflection / wrap padding with
+// their derivatives, and per-axis tap generation for bilinear, nearest and
+// bicubic. Each axis has its own padding mode. "constant" is "zeros" here: the
+// fill value is a term added around the kernels (jax_gridsample/_fill.py).
 // It has no dependency besides <cmath>/<cstdint> and compiles unchanged as C++
 // and as CUDA (functions are __host__ __device__ under __CUDACC__).
 //
@@ -30,9 +32,15 @@
 
 namespace gs {
 
-// Attribute values (shared with the Python side and the aclnn API).
+// Attribute values (shared with the Python side; 0-2 are the aclnn API's).
 enum Interpolation : int64_t { kBilinear = 0, kNearest = 1, kBicubic = 2 };
-enum Padding : int64_t { kZeros = 0, kBorder = 1, kReflection = 2 };
+enum Padding : int64_t { kZeros = 0, kBorder = 1, kReflection = 2, kConstant = 3, kWrap = 4 };
+
+// Whether a tap outside the input reads nothing (the fill value, added by the
+// caller) along an axis of this padding.
+GS_HOST_DEVICE constexpr bool ReadsFill(int64_t padding) {
+  return padding == kZeros || padding == kConstant;
+}
 
 // Number of taps per axis for each interpolation mode.
 GS_HOST_DEVICE constexpr int TapsPerAxis(int interpolation) {
@@ -76,7 +84,7 @@ GS_HOST_DEVICE inline T Guard(T u, int64_t size, int64_t padding, bool align_cor
   // Written with selects rather than branches: coordinates are data, and
   // mispredicted branches would dominate the per-point cost.
   const T s = T(size);
-  if (padding == kZeros) {
+  if (ReadsFill(padding)) {
     const bool keep = GS_MATH(fabs)(u) <= s + T(8);  // false for NaN
     *dg = keep ? T(1) : T(0);
     return keep ? u : T(-8);
@@ -88,8 +96,8 @@ GS_HOST_DEVICE inline T Guard(T u, int64_t size, int64_t padding, bool align_cor
     *dg = keep ? T(1) : T(0);
     return v > s + T(8) ? s + T(8) : v;
   }
-  // reflection: a u without fractional bits (or NaN, or infinite) counts as
-  // the normalized coordinate -1, whose u is 0 or -0.5.
+  // reflection and wrap: a u without fractional bits (or NaN, or infinite)
+  // counts as the normalized coordinate -1, whose u is 0 or -0.5.
   const bool keep = GS_MATH(fabs)(u) < kNoFractionFrom<T>;  // false for NaN
   *dg = keep ? T(1) : T(0);
   return keep ? u : (align_corners ? T(0) : T(-0.5));
@@ -104,11 +112,11 @@ GS_HOST_DEVICE inline T ClipWithGrad(T u, int64_t size, T* d) {
   return v >= hi ? hi : v;
 }
 
-// fmod(a, m) for 0 <= a < 2 kNoFractionFrom<T> and an integer m > 0, bitwise
-// equal to the library's fmod: q = floor(a / m) is exact or one too large,
-// m * q is then an exact integer, and a - m * q a multiple of ulp(a) no
-// larger than a in magnitude, so every step is exact (contracted into a
-// fused multiply-add too).
+// a mod m, in [0, m), for |a| < 2 kNoFractionFrom<T> and an integer m > 0
+// (for a >= 0, bitwise the library's fmod): q = floor(a / m) is exact or one
+// too large, m * q is then an exact integer, and a - m * q a multiple of
+// ulp(a) no larger than a in magnitude, so every step is exact (contracted
+// into a fused multiply-add too).
 template <typename T>
 GS_HOST_DEVICE inline T ExactFmod(T a, T m) {
   const T r = a - m * GS_MATH(floor)(a / m);
@@ -141,7 +149,8 @@ GS_HOST_DEVICE inline T ReflectWithGrad(T u, T twice_lo, T twice_hi, T* d) {
 }
 
 // Step 3: padding of a coordinate (bilinear, nearest) or of a tap (bicubic).
-// *d receives the derivative of the result with respect to u.
+// *d receives the derivative of the result with respect to u. Wrap leaves u
+// as it is: its taps are wrapped (TapIndexAfterPadding).
 template <typename T>
 GS_HOST_DEVICE inline T PadWithGrad(T u, int64_t size, int64_t padding,
                                     bool align_corners, T* d) {
@@ -205,10 +214,13 @@ GS_HOST_DEVICE inline I PaddedTapIndex(T x, int64_t size) {
   }
 }
 
-// The index of tap x of a coordinate after padding `padding`.
+// The index of tap x (an integer) of a coordinate after padding `padding`:
+// wrap takes it modulo size.
 template <typename I, typename T>
 GS_HOST_DEVICE inline I TapIndexAfterPadding(T x, int64_t size, int64_t padding) {
-  return padding == kZeros ? TapIndex<I>(x, size) : PaddedTapIndex<I>(x, size);
+  if (ReadsFill(padding)) return TapIndex<I>(x, size);
+  if (padding == kWrap) return PaddedTapIndex<I>(ExactFmod(x, T(size)), size);
+  return PaddedTapIndex<I>(x, size);
 }
 
 // Cubic convolution weights of the four taps x0-1 .. x0+2 for t = u - x0.
@@ -304,6 +316,16 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
     }
     out->dmult = du * dg;
   }
+}
+
+// "constant" padding (docs/semantics.md, "The fill value"): a point's output
+// is its "zeros" sum plus fill * (1 - W), W the product over the fill axes,
+// x first, of each axis's sum of the weights of its inside taps, summed in
+// tap order from 0 with this step (a tap with index -1 adds 0). Every kernel
+// forms W in this order and adds the term last, so all agree bitwise.
+template <typename T, typename I>
+GS_HOST_DEVICE inline T AddInsideWeight(T sum, I idx, T w) {
+  return sum + (idx >= 0 ? w : T(0));
 }
 
 }  // namespace gs

@@ -66,6 +66,9 @@ inline ffi::Error CheckElementLimit(const char* platform, const char* name,
                                        "dimensions must be below 2^62");
 }
 
+// Geometry::padding when the axes have different padding modes.
+inline constexpr int64_t kPerAxis = -1;
+
 // Sizes of one call. Spatial sizes are (D, H, W) with D = 1 in 2D.
 struct Geometry {
   int k = 2;              // spatial rank
@@ -73,10 +76,65 @@ struct Geometry {
   int64_t d = 1, h = 1, w = 1;
   int64_t plane = 0;      // d * h * w
   int64_t points = 0;     // output points per batch element
+  // The padding mode of every axis, or kPerAxis where they differ; then
+  // axis_padding holds each axis's (x, y, z: grid component order).
   int64_t padding = 0;
+  int64_t axis_padding[3] = {0, 0, 0};
   bool align_corners = false;
   bool channels_last = false;
+  // With a "constant" axis: the fill value of each channel (C values in the
+  // kernel's compute dtype), which the kernel adds to the "zeros" sum with the
+  // weight of the taps outside; nullptr otherwise.
+  const void* fill = nullptr;
 };
+
+// Whether some axis of g is "constant" (version 2's forward only).
+inline bool HasConstantAxis(const Geometry& g) {
+  for (int a = 0; a < g.k; ++a) {
+    if (g.axis_padding[a] == 3) return true;
+  }
+  return false;
+}
+
+// Whether `padding` is a valid code of the `padding` attribute: 0 (zeros),
+// 1 (border) or 2 (reflection) in version 1 of the targets, also 4 (wrap) in
+// version 2, and 3 ("constant") in version 2's forward (`with_fill`), which
+// takes the fill value as an operand. (The backward of "constant" is that of
+// "zeros" plus the fill term's gradients, which XLA computes around it.)
+inline bool ValidPaddingCode(int64_t padding, bool version1, bool with_fill) {
+  return (padding >= 0 && padding <= 2) || (!version1 && padding == 4) ||
+         (with_fill && padding == 3);
+}
+
+// Checks the `padding` attribute, one code for every axis (version 1: one
+// entry) or one per axis, x first (version 2: k entries), and stores it in g.
+inline ffi::Error SetPadding(const char* platform, ffi::Span<const int64_t> padding, int k,
+                             bool with_fill, Geometry* g) {
+  const bool version1 = padding.size() == 1;
+  if (!version1 && padding.size() != static_cast<size_t>(k)) {
+    return InvalidArgument(platform, "attribute padding must hold one mode per grid component (" +
+                                         std::to_string(k) + " for a " + std::to_string(k) +
+                                         "D grid), got " + std::to_string(padding.size()));
+  }
+  for (int a = 0; a < k; ++a) {
+    const int64_t code = padding[version1 ? 0 : a];
+    if (!ValidPaddingCode(code, version1, with_fill)) {
+      return InvalidArgument(platform, std::string("attribute padding") +
+                                           (version1 ? "" : "[" + std::to_string(a) + "]") +
+                                           " must be 0 (zeros), 1 (border), 2 (reflection)" +
+                                           (version1   ? ""
+                                            : with_fill ? ", 3 (constant) or 4 (wrap)"
+                                                        : " or 4 (wrap)") +
+                                           ", got " + std::to_string(code));
+    }
+    g->axis_padding[a] = code;
+  }
+  if (k == 2) g->axis_padding[2] = g->axis_padding[1];
+  const bool uniform = g->axis_padding[0] == g->axis_padding[1] &&
+                       g->axis_padding[1] == g->axis_padding[2];
+  g->padding = uniform ? g->axis_padding[0] : kPerAxis;
+  return ffi::Error::Success();
+}
 
 // Checks that `buf` has dtype `dt` and dims `dims`.
 inline ffi::Error CheckShape(const char* platform, const char* name, const ffi::AnyBuffer& buf,
@@ -110,12 +168,16 @@ inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t*
 
 // Validates input / grid / attributes and `like_output` (named `name`: the
 // forward's output or the backward's grad_output), which must have the
-// output's shape and the input's dtype; fills the geometry.
+// output's shape and the input's dtype; fills the geometry. `padding`: the
+// attribute, one code (version 1) or one per axis (version 2; SetPadding).
+// `fill`: version 2's forward's fill operand (C values of the input's dtype),
+// nullptr for the targets without one.
 inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input,
                                const ffi::AnyBuffer& grid, const char* name,
                                const ffi::AnyBuffer& like_output, int64_t interpolation,
-                               int64_t padding, bool align_corners, bool channels_last,
-                               Geometry* g) {
+                               ffi::Span<const int64_t> padding, bool align_corners,
+                               bool channels_last, Geometry* g,
+                               const ffi::AnyBuffer* fill = nullptr) {
   const ffi::DataType dt = input.element_type();
   if (dt != ffi::DataType::F16 && dt != ffi::DataType::BF16 && dt != ffi::DataType::F32 &&
       dt != ffi::DataType::F64) {
@@ -131,10 +193,6 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
     return InvalidArgument(platform, "attribute interpolation must be 0 (bilinear), 1 "
                                      "(nearest) or 2 (bicubic), got " +
                                          std::to_string(interpolation));
-  }
-  if (padding < 0 || padding > 2) {
-    return InvalidArgument(platform, "attribute padding must be 0 (zeros), 1 (border) or "
-                                     "2 (reflection), got " + std::to_string(padding));
   }
   const auto gd = grid.dimensions();
   const auto id = input.dimensions();
@@ -159,6 +217,9 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
     return InvalidArgument(platform, "input batch size " + std::to_string(id[0]) +
                                          " differs from grid batch size " +
                                          std::to_string(gd[0]));
+  }
+  if (ffi::Error err = SetPadding(platform, padding, k, fill != nullptr, g); !err.success()) {
+    return err;
   }
   g->k = k;
   g->n = id[0];
@@ -186,8 +247,13 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
   g->plane = sp[0] * sp[1] * sp[2];
   g->points = 1;
   for (int a = 0; a < k; ++a) g->points *= gd[1 + a];
-  g->padding = padding;
   g->align_corners = align_corners;
+  if (fill != nullptr) {
+    if (ffi::Error err = CheckShape(platform, "fill", *fill, dt, &g->c, 1); !err.success()) {
+      return err;
+    }
+    if (HasConstantAxis(*g)) g->fill = fill->untyped_data();
+  }
   return CheckShape(platform, name, like_output, dt, od, output_dims.size());
 }
 

@@ -142,7 +142,8 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g, const T* grid
       uint8_t* first = out->first.get() + n * points + p0;
       uint8_t* last = out->last.get() + n * points + p0;
       WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-        BlockBands<T, K, kInterp>(block, cnt, size, pad, align, band_of.get(), bands, tb.get(),
+        BlockBands<T, K, kInterp>(block, cnt, size, AxisPadding(pad, g, K - 1), align,
+                                  band_of.get(), bands, tb.get(),
                                   first, last, count);
       });
     }

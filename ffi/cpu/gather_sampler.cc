@@ -21,11 +21,14 @@ namespace gs_cpu {
 
 bool SamplesPairs(const Geometry& g, int64_t interpolation) {
   // Up to 2^24 indices along an axis, i0 + 1 is exact in float32, so a point
-  // whose two taps along that axis are in range has them at i0 and i0 + 1.
+  // whose two taps along that axis are in range has them at i0 and i0 + 1
+  // (not under wrap, whose taps at the seam are size - 1 and 0).
   constexpr int64_t kExact = int64_t{1} << 24;
-  auto fits = [](int64_t size) { return size >= 2 && size <= kExact; };
-  return interpolation == gs::kBilinear && !g.channels_last && fits(g.w) && fits(g.h) &&
-         (g.k == 2 || fits(g.d));
+  auto fits = [&](int a, int64_t size) {
+    return size >= 2 && size <= kExact && g.axis_padding[a] != gs::kWrap;
+  };
+  return interpolation == gs::kBilinear && !g.channels_last && fits(0, g.w) && fits(1, g.h) &&
+         (g.k == 2 || fits(2, g.d));
 }
 
 // The 16 entries of the pair tables' layout of 8 points from their first
@@ -105,6 +108,20 @@ void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
   FillPairAxes<K, false>(grid, cnt, g, st);
   FillPairWeights(cnt, g, st);
   st->pair_masks_ready = false;
+  if (g.fill != nullptr) {
+    // pair_aw holds each tap's weight and 0 for a float that is no tap, so the
+    // sum of an axis's two is its inside weight (gs::AddInsideWeight's, as
+    // addition commutes); entries past cnt hold no tap: weight 1 - 0.
+    const int padded = (cnt + 15) & ~15;
+    for (int b = 0; b < padded; ++b) st->outside[b] = 1.f;
+    for (int a = 0; a < K; ++a) {
+      if (!gs::ReadsFill(g.axis_padding[a])) continue;
+      for (int b = 0; b < padded; ++b) {
+        st->outside[b] = st->outside[b] * (st->pair_aw[a][0][b] + st->pair_aw[a][1][b]);
+      }
+    }
+    for (int b = 0; b < padded; ++b) st->outside[b] = 1.f - st->outside[b];
+  }
 }
 
 // The pair masks of the same points (their indices computed again).
@@ -232,11 +249,12 @@ GS_CPU_VECTOR_INLINE F8 Dot(bool pairs, const float* src, const float* const* ro
 // once per row rather than at each store, and the common one-line prefetch
 // takes no loop.
 // Returns false when pairs read without masks gave a sum that is not finite.
+// With a fill value (`outside`, not nullptr), each sum plus fill * outside[b].
 template <bool kStream, bool kNoMask, int K, int kInterp>
 GS_CPU_VECTOR_INLINE bool RowGroups(const float* __restrict src, const float* const* rows,
                                     float* __restrict dst, int cnt16, bool pairs, const char* next,
-                                    int64_t next_bytes, int64_t lines,
-                                    const SoaTaps<K, kInterp>* __restrict st) {
+                                    int64_t next_bytes, int64_t lines, const float* outside,
+                                    float fill, const SoaTaps<K, kInterp>* __restrict st) {
   // Pairs without masks: a - a is +0 for a finite sum a, NaN for the others.
   constexpr bool kCheck = kNoMask && kInterp == gs::kBilinear;
   I8 bad[2] = {I8{}, I8{}};
@@ -251,10 +269,10 @@ GS_CPU_VECTOR_INLINE bool RowGroups(const float* __restrict src, const float* co
         __builtin_prefetch(next + std::min(pf, next_bytes - 64));
       }
     }
-    const F8 a[2] = {Dot<kNoMask>(pairs, src, rows, st, b),
-                     Dot<kNoMask>(pairs, src, rows, st, b + 8)};
+    F8 a[2] = {Dot<kNoMask>(pairs, src, rows, st, b), Dot<kNoMask>(pairs, src, rows, st, b + 8)};
     for (int u = 0; u < 2; ++u) {
       if constexpr (kCheck) bad[u] |= (I8)(a[u] - a[u]);
+      if (outside != nullptr) a[u] = a[u] + Broadcast8(fill) * Load8(outside + b + 8 * u);
       if constexpr (kStream) {
         StreamStore8(dst + b + 8 * u, a[u]);
       } else {
@@ -277,7 +295,8 @@ GS_CPU_VECTOR_INLINE bool RowGroups(const float* __restrict src, const float* co
 template <bool kNoMask, int K, int kInterp>
 GS_CPU_VECTOR_INLINE bool ChannelRow(const float* __restrict src, float* __restrict dst, int cnt,
                                      bool pairs, bool stream, const char* next, int64_t next_bytes,
-                                     int64_t lines, const SoaTaps<K, kInterp>* __restrict st) {
+                                     int64_t lines, const float* outside, float fill,
+                                     const SoaTaps<K, kInterp>* __restrict st) {
   const int cnt8 = cnt & ~7;
   const int cnt16 = cnt & ~15;
   // The rows of a pair read: src + pair_step[r] + offset.
@@ -286,14 +305,20 @@ GS_CPU_VECTOR_INLINE bool ChannelRow(const float* __restrict src, float* __restr
   for (int r = 0; r < kRows; ++r) rows[r] = src + (pairs ? st->pair_step[r] : 0);
   bool finite;
   if (stream && (reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
-    finite = RowGroups<true, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines, st);
+    finite = RowGroups<true, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines,
+                                      outside, fill, st);
   } else {
-    finite = RowGroups<false, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines, st);
+    finite = RowGroups<false, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines,
+                                       outside, fill, st);
   }
-  if (cnt16 < cnt8) StoreOutput(dst + cnt16, Dot<false>(pairs, src, rows, st, cnt16), stream);
+  auto tail = [&](int b) GS_CPU_VECTOR {
+    const F8 v = Dot<false>(pairs, src, rows, st, b);
+    return outside == nullptr ? v : v + Broadcast8(fill) * Load8(outside + b);
+  };
+  if (cnt16 < cnt8) StoreOutput(dst + cnt16, tail(cnt16), stream);
   if (cnt8 < cnt) {
     // Tail: the tables are padded to a multiple of 8; stored one by one.
-    const F8 v = Dot<false>(pairs, src, rows, st, cnt8);
+    const F8 v = tail(cnt8);
     for (int b = cnt8; b < cnt; ++b) dst[b] = v[b - cnt8];
   }
   return finite;
@@ -318,19 +343,24 @@ GS_CPU_VECTOR_INLINE void ChannelRows(const Geometry& g, const float* __restrict
   // Pairs read without masks until a row's sums are not all finite; then
   // that row again, and the rest of the block, with masks.
   bool no_mask = pairs;
+  const float* fill = static_cast<const float*>(g.fill);
+  const float* outside = fill != nullptr ? st->outside : nullptr;
   for (int64_t c = 0; c < channels; ++c) {
     const float* src = input + (n * channels + c) * plane;
     float* dst = output + (n * channels + c) * points + p0;
     const char* next = reinterpret_cast<const char*>(src + plane);
     const int64_t lines = prefetch && c + 1 < channels ? pf_lines : 0;
+    const float fill_c = fill != nullptr ? fill[c] : 0.f;
     if (no_mask) {
-      no_mask = ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
+      no_mask = ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, outside,
+                                 fill_c, st);
     }
     if (!no_mask) {
       if constexpr (kInterp == gs::kBilinear) {
         if (pairs && !st->pair_masks_ready) FillPairMasks(block_grid, cnt, g, st);
       }
-      ChannelRow<false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, st);
+      ChannelRow<false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, outside, fill_c,
+                        st);
     }
   }
 }

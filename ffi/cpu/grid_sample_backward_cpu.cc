@@ -517,10 +517,11 @@ ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interp
 // float16 and bfloat16 run the float32 kernel (half_precision.h).
 // `strategy`: BackwardStrategy::kAuto (the production target) or one to
 // force (the test target), which must be able to take the call.
+// `padding`: one code for every axis (version 1) or one per axis (version 2).
 ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
-                        int64_t padding, bool align_corners, bool channels_last, bool input_mask,
-                        bool grid_mask, int64_t strategy) {
+                        ffi::Span<const int64_t> padding, bool align_corners, bool channels_last,
+                        bool input_mask, bool grid_mask, int64_t strategy) {
   Geometry g;
   if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
                                             interpolation, padding, align_corners,
@@ -556,11 +557,20 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
 
 ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
-                        int64_t padding, bool align_corners, bool channels_last, bool input_mask,
-                        bool grid_mask) {
+                        ffi::Span<const int64_t> padding, bool align_corners, bool channels_last,
+                        bool input_mask, bool grid_mask) {
   return BackwardImpl(pool, grad_output, input, grid, results, interpolation, padding,
                       align_corners, channels_last, input_mask, grid_mask,
                       static_cast<int64_t>(BackwardStrategy::kAuto));
+}
+
+// Version 1: one padding code for every axis.
+ffi::Error BackwardAutoV1(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                          ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
+                          int64_t padding, bool align_corners, bool channels_last,
+                          bool input_mask, bool grid_mask) {
+  return BackwardAuto(pool, grad_output, input, grid, results, interpolation, {&padding, 1},
+                      align_corners, channels_last, input_mask, grid_mask);
 }
 
 }  // namespace
@@ -569,10 +579,15 @@ ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     GridSampleBackwardCpu,
     (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardAuto>::Call),
-    gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
-// The same backward with the strategy forced (attribute "strategy"): for tests.
+    gs_ffi::BindBackward<gs_ffi::PaddingV2>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleBackwardCpuV1,
+    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardAutoV1>::Call),
+    gs_ffi::BindBackward<gs_ffi::PaddingV1>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+// The same backward (version 2) with the strategy forced (attribute
+// "strategy"): for tests.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     GridSampleBackwardCpuWithStrategy,
     (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardImpl>::Call),
-    gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
+    gs_ffi::BindBackward<gs_ffi::PaddingV2>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
         .Attr<int64_t>("strategy"));

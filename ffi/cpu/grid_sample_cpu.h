@@ -141,7 +141,26 @@ struct TapBlock {
   int part[kBlock];           // the other points, by increasing tap count
   int part_begin[kTaps + 2];  // part[part_begin[n] .. part_begin[n + 1]): n taps
   int n_full;
+  T outside[kBlock];  // the forward's, with a fill value: each point's 1 - W (FillWeights)
 };
+
+// With a "constant" axis (g.fill): per point b < count, the weight of the
+// fill value, 1 - W (gs::AddInsideWeight), from per-axis taps of pass 1:
+// idx[a][i][b] (-1: outside) and w[a][i][b] of tap i of axis a.
+template <int K, int kT1, typename T, typename Indices, typename Weights>
+GS_CPU_INLINE void FillWeights(const Geometry& g, int64_t count, const Indices& idx,
+                               const Weights& w, T* outside) {
+  for (int64_t b = 0; b < count; ++b) outside[b] = T(1);  // W so far
+  for (int a = 0; a < K; ++a) {
+    if (!gs::ReadsFill(g.axis_padding[a])) continue;
+    for (int64_t b = 0; b < count; ++b) {
+      T s = T(0);
+      for (int i = 0; i < kT1; ++i) s = gs::AddInsideWeight(s, idx[a][i][b], w[a][i][b]);
+      outside[b] = outside[b] * s;
+    }
+  }
+  for (int64_t b = 0; b < count; ++b) outside[b] = T(1) - outside[b];
+}
 
 // Pass 1 of FillTaps: the taps of one axis for `count` points (coordinate
 // stride K), stored axis-major so that the loop vectorizes across points.
@@ -254,14 +273,22 @@ GS_CPU_INLINE int CompactTaps(bool need_grad, int64_t b, TapBlock<T, K, kInterp>
   return n;
 }
 
+// The padding of axis `axis` (0 = x) under a dispatched `pad`
+// (DispatchPadding): pad itself, or the axis's own where pad is kPerAxis.
+GS_CPU_INLINE int64_t AxisPadding(int64_t pad, const Geometry& g, int axis) {
+  return pad == gs_ffi::kPerAxis ? g.axis_padding[axis] : pad;
+}
+
 // Pass 1 of the tap tables: every axis's taps, vectorized (see AxisTapsSoa
 // for `pad` and `align`).
 template <typename T, int K, int kInterp>
 GS_CPU_INLINE void AllAxisTaps(const T* grid, int64_t count, const Geometry& g, int64_t pad,
                                bool align, TapBlock<T, K, kInterp>* tb) {
-  AxisTaps<T, K, kInterp>(grid, count, g.w, pad, align, 0, tb);
-  AxisTaps<T, K, kInterp>(grid, count, g.h, pad, align, 1, tb);
-  if constexpr (K == 3) AxisTaps<T, K, kInterp>(grid, count, g.d, pad, align, 2, tb);
+  AxisTaps<T, K, kInterp>(grid, count, g.w, AxisPadding(pad, g, 0), align, 0, tb);
+  AxisTaps<T, K, kInterp>(grid, count, g.h, AxisPadding(pad, g, 1), align, 1, tb);
+  if constexpr (K == 3) {
+    AxisTaps<T, K, kInterp>(grid, count, g.d, AxisPadding(pad, g, 2), align, 2, tb);
+  }
 }
 
 // FillTaps with the padding and align_corners values `pad`, `align`.
@@ -303,22 +330,33 @@ GS_CPU_INLINE void FillTapsFor(const T* grid, int64_t count, const Geometry& g, 
   std::copy(sorted, sorted + n_part, tb->part);
 }
 
-// Calls f(pad, align) with g.padding and g.align_corners as
-// std::integral_constant values.
+// Calls f(pad, align) with `padding` (a validated code, or kPerAxis) and
+// `align` as std::integral_constant values.
 template <typename F>
-void DispatchPadding(const Geometry& g, F&& f) {
+void DispatchPaddingCode(int64_t padding, bool align, F&& f) {
   auto with_align = [&](auto pad) {
-    if (g.align_corners) {
+    if (align) {
       f(pad, std::true_type{});
     } else {
       f(pad, std::false_type{});
     }
   };
-  switch (g.padding) {
-    case gs::kZeros: return with_align(std::integral_constant<int64_t, gs::kZeros>{});
+  switch (padding) {
+    case gs::kZeros:
+    case gs::kConstant:  // its taps are those of zeros (the fill value is added later)
+      return with_align(std::integral_constant<int64_t, gs::kZeros>{});
     case gs::kBorder: return with_align(std::integral_constant<int64_t, gs::kBorder>{});
-    default: return with_align(std::integral_constant<int64_t, gs::kReflection>{});
+    case gs::kReflection: return with_align(std::integral_constant<int64_t, gs::kReflection>{});
+    case gs::kWrap: return with_align(std::integral_constant<int64_t, gs::kWrap>{});
+    default: return with_align(std::integral_constant<int64_t, gs_ffi::kPerAxis>{});
   }
+}
+
+// DispatchPadding with g.padding (kPerAxis where the axes differ: the
+// callee then reads each axis's, AxisPadding) and g.align_corners.
+template <typename F>
+void DispatchPadding(const Geometry& g, F&& f) {
+  DispatchPaddingCode(g.padding, g.align_corners, std::forward<F>(f));
 }
 
 // Whether the per-point tap loops of dtype T (FillTaps, BuildBandLists)
@@ -366,13 +404,16 @@ void FillTaps(const T* grid, int64_t count, const Geometry& g, bool need_grad,
 }
 
 // The forward's tables: every tap in its place (offset -1 out of range), no
-// lists, no weight derivatives.
+// lists, no weight derivatives; with a fill value, its weights (outside).
 template <typename T, int K, int kInterp>
 void FillTapTable(const T* grid, int64_t count, const Geometry& g, TapBlock<T, K, kInterp>* tb) {
   WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
     AllAxisTaps<T, K, kInterp>(grid, count, g, pad, align, tb);
     for (int64_t b = 0; b < count; ++b) ProductTaps(g, false, b, tb);
   });
+  if (g.fill != nullptr) {
+    FillWeights<K, TapBlock<T, K, kInterp>::kT1>(g, count, tb->aidx, tb->aw, tb->outside);
+  }
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -52,7 +52,8 @@ GS_CPU_INLINE T TapSum(const TapBlock<T, K, kInterp>& tb, int64_t b, Value value
 
 // The portable strategy for points [p_begin, p_end) of batch element n: tap
 // tables per block of points, then contiguous output rows per channel
-// (channels first) or each point's channels (channels last).
+// (channels first) or each point's channels (channels last); with a fill
+// value, each output plus fill[c] times the point's outside weight.
 template <typename T, int K, int kInterp, bool kChannelsLast>
 GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* grid, T* output,
                                  int64_t n, int64_t p_begin, int64_t p_end) {
@@ -62,12 +63,16 @@ GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* gri
   for (int64_t p0 = p_begin; p0 < p_end; p0 += TB::kBlock) {
     const int64_t cnt = std::min<int64_t>(TB::kBlock, p_end - p0);
     FillTapTable<T, K, kInterp>(grid + (n * points + p0) * K, cnt, g, tb.get());
+    const T* fill = static_cast<const T*>(g.fill);
     if constexpr (!kChannelsLast) {
       for (int64_t c = 0; c < channels; ++c) {
         const T* src = input + (n * channels + c) * plane;
         T* dst = output + (n * channels + c) * points + p0;
         for (int64_t b = 0; b < cnt; ++b) {
           dst[b] = TapSum(*tb, b, [&](int t) { return src[tb->off[b][t]]; });
+        }
+        if (fill != nullptr) {
+          for (int64_t b = 0; b < cnt; ++b) dst[b] = dst[b] + fill[c] * tb->outside[b];
         }
       }
     } else {
@@ -76,6 +81,9 @@ GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* gri
         T* dst = output + (n * points + p0 + b) * channels;
         for (int64_t c = 0; c < channels; ++c) {
           dst[c] = TapSum(*tb, b, [&](int t) { return src_n[tb->off[b][t] * channels + c]; });
+        }
+        if (fill != nullptr) {
+          for (int64_t c = 0; c < channels; ++c) dst[c] = dst[c] + fill[c] * tb->outside[b];
         }
       }
     }
@@ -166,11 +174,16 @@ ffi::Error ForwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType 
 
 // Half precision (format H): the float32 kernel on widened copies.
 template <typename H>
-ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+ffi::Error ForwardHalf(ffi::ThreadPool& pool, Geometry g, int64_t interpolation,
                        ForwardStrategy strategy, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                        ffi::AnyBuffer output) {
   auto wide_input = Widen<H>(pool, "float32 input", input.untyped_data(), input.element_count());
   auto wide_grid = Widen<H>(pool, "float32 grid", grid.untyped_data(), grid.element_count());
+  std::unique_ptr<float[]> wide_fill;
+  if (g.fill != nullptr) {
+    wide_fill = Widen<H>(pool, "float32 fill", g.fill, g.c);
+    g.fill = wide_fill.get();
+  }
   const int64_t wide_size = output.element_count();
   auto wide_output = NewArray<float>("float32 output", wide_size);
   ffi::Error err = ForwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
@@ -181,13 +194,16 @@ ffi::Error ForwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpo
 
 // `strategy`: ForwardStrategy::kAuto (the production target) or one to force
 // (the test target), which must be able to take the call.
-ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
-                       ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
-                       bool align_corners, bool channels_last, int64_t strategy) {
+// `padding`: one code for every axis (version 1) or one per axis (version 2);
+// `fill`: version 2's fill operand (nullptr for version 1).
+ffi::Error ForwardRun(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                      const ffi::AnyBuffer* fill, ffi::Result<ffi::AnyBuffer> output,
+                      int64_t interpolation, ffi::Span<const int64_t> padding,
+                      bool align_corners, bool channels_last, int64_t strategy) {
   Geometry g;
   if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "output", *output,
                                             interpolation, padding, align_corners,
-                                            channels_last, &g);
+                                            channels_last, &g, fill);
       !err.success()) {
     return err;
   }
@@ -209,11 +225,29 @@ ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
   }
 }
 
+// Version 2, the strategy forced (the test target).
+ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                       ffi::AnyBuffer fill, ffi::Result<ffi::AnyBuffer> output,
+                       int64_t interpolation, ffi::Span<const int64_t> padding,
+                       bool align_corners, bool channels_last, int64_t strategy) {
+  return ForwardRun(pool, input, grid, &fill, output, interpolation, padding, align_corners,
+                    channels_last, strategy);
+}
+
 ffi::Error ForwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
-                       ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
+                       ffi::AnyBuffer fill, ffi::Result<ffi::AnyBuffer> output,
+                       int64_t interpolation, ffi::Span<const int64_t> padding,
                        bool align_corners, bool channels_last) {
-  return ForwardImpl(pool, input, grid, output, interpolation, padding, align_corners,
-                     channels_last, static_cast<int64_t>(ForwardStrategy::kAuto));
+  return ForwardRun(pool, input, grid, &fill, output, interpolation, padding, align_corners,
+                    channels_last, static_cast<int64_t>(ForwardStrategy::kAuto));
+}
+
+// Version 1: one padding code for every axis, no fill.
+ffi::Error ForwardAutoV1(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                         ffi::Result<ffi::AnyBuffer> output, int64_t interpolation,
+                         int64_t padding, bool align_corners, bool channels_last) {
+  return ForwardRun(pool, input, grid, nullptr, output, interpolation, {&padding, 1},
+                    align_corners, channels_last, static_cast<int64_t>(ForwardStrategy::kAuto));
 }
 
 }  // namespace
@@ -222,10 +256,15 @@ ffi::Error ForwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::AnyBuffe
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     GridSampleForwardCpu,
     (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::ForwardAuto>::Call),
-    gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
-// The same forward with the strategy forced (attribute "strategy"): for tests.
+    gs_ffi::BindForward<gs_ffi::PaddingV2>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleForwardCpuV1,
+    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::ForwardAutoV1>::Call),
+    gs_ffi::BindForward<gs_ffi::PaddingV1>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+// The same forward (version 2) with the strategy forced (attribute
+// "strategy"): for tests.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     GridSampleForwardCpuWithStrategy,
     (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::ForwardImpl>::Call),
-    gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
+    gs_ffi::BindForward<gs_ffi::PaddingV2>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
         .Attr<int64_t>("strategy"));

@@ -53,6 +53,8 @@ struct SoaTaps {
   alignas(64) float pair_aw[K][2][kPairStride];
   // Whether pair_mask holds the masks of the current block (FillPairMasks).
   bool pair_masks_ready = false;
+  // With a fill value (g.fill): each point's 1 - W (FillWeights).
+  alignas(64) float outside[kStride];
   // Nearest: the tap offsets with 0 for "out of range" (an address that may
   // be read; see NearestDot).
   static constexpr int kSafeB = kInterp == gs::kNearest ? kB : 8;
@@ -62,8 +64,9 @@ struct SoaTaps {
   float TapWeight(int t, int b) const { return kInterp == gs::kNearest ? 1.f : w[t][b]; }
 };
 
-// Taps of one axis for `cnt` points (coordinate stride K); padding and
-// align_corners are constants here so that the loop has no branches left.
+// Taps of one axis for `cnt` points (coordinate stride K); padding (the
+// axis's own) and align_corners are constants here so that the loop has no
+// branches left.
 // With kDmult, also each point's chain factor d(padded coordinate) /
 // d(normalized coordinate) in dm (the backward's).
 template <int K, int kInterp, int kPad, bool kAlign, int kB, bool kDmult = false>
@@ -86,25 +89,36 @@ GS_CPU_VECTOR __attribute__((flatten)) void AxisSoa(const float* __restrict coor
 // Nearest: each point's tap offset (or -1) and its "safe" offset (0 for
 // -1), in one pass over the points (the per-axis tables are not needed).
 // The same gs::ComputeAxisTaps calls as AxisSoa, so the same offsets.
-template <int K, int kPad, bool kAlign>
+// kPad: the padding of every axis, or kPerAxis to read each axis's from
+// `pads`.
+// kFill: also each point's 1 - W in `outside` (a tap's weight is 1).
+template <int K, int kPad, bool kAlign, bool kFill>
 GS_CPU_VECTOR __attribute__((flatten)) void NearestOffsets(const float* __restrict grid, int cnt,
                                                            const int64_t* sizes,
+                                                           const int64_t* pads,
                                                            int32_t* __restrict off,
-                                                           int32_t* __restrict off_safe) {
+                                                           int32_t* __restrict off_safe,
+                                                           float* __restrict outside) {
   const int32_t w32 = static_cast<int32_t>(sizes[0]);
   const int32_t h32 = static_cast<int32_t>(sizes[1]);
   for (int b = 0; b < cnt; ++b) {
     int32_t idx[K];
     bool valid = true;
+    float inside = 1.f;
     // Unrolled, or GCC leaves the 3D loops scalar.
 #pragma GCC unroll 3
     for (int a = 0; a < K; ++a) {
       gs::AxisTaps<float, 1, int32_t> t;
-      gs::ComputeAxisTaps<gs::kNearest, float, int32_t>(grid[b * K + a], sizes[a], kPad, kAlign,
+      const int64_t pad = kPad == gs_ffi::kPerAxis ? pads[a] : kPad;
+      gs::ComputeAxisTaps<gs::kNearest, float, int32_t>(grid[b * K + a], sizes[a], pad, kAlign,
                                                         &t);
       idx[a] = t.idx[0];
       valid = valid & (t.idx[0] >= 0);
+      if constexpr (kFill) {
+        if (gs::ReadsFill(pad)) inside = inside * gs::AddInsideWeight(0.f, t.idx[0], 1.f);
+      }
     }
+    if constexpr (kFill) outside[b] = 1.f - inside;
     const int32_t row = K == 3 ? idx[K - 1] * h32 + idx[1] : idx[1];
     // Valid taps: < plane <= INT32_MAX.
     const int32_t o = valid ? row * w32 + idx[0] : -1;
@@ -122,11 +136,19 @@ GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, con
   const int64_t sizes[3] = {g.w, g.h, g.d};
   DispatchPadding(g, [&](auto pad, auto align) {
     constexpr int kPad = static_cast<int>(decltype(pad)::value);
-    NearestOffsets<K, kPad, decltype(align)::value>(grid, cnt, sizes, st->off[0], st->off_safe);
+    if (g.fill != nullptr) {
+      NearestOffsets<K, kPad, decltype(align)::value, true>(grid, cnt, sizes, g.axis_padding,
+                                                            st->off[0], st->off_safe,
+                                                            st->outside);
+    } else {
+      NearestOffsets<K, kPad, decltype(align)::value, false>(grid, cnt, sizes, g.axis_padding,
+                                                             st->off[0], st->off_safe, nullptr);
+    }
   });
   for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
     st->off[0][b] = -1;
     st->off_safe[b] = 0;
+    st->outside[b] = 0.f;
   }
 }
 
@@ -141,7 +163,7 @@ GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, con
 // as AxisSoa stores them (FillPairMasks reads them).
 template <int K, int kPad, bool kAlign, int kB, bool kIndices>
 GS_CPU_VECTOR __attribute__((flatten)) void PairAxes(const float* __restrict grid, int cnt,
-                                                     const int64_t* sizes,
+                                                     const int64_t* sizes, const int64_t* pads,
                                                      int32_t (*__restrict ix)[2][kB],
                                                      float (*__restrict pw)[2][kB],
                                                      int32_t* __restrict off) {
@@ -152,7 +174,8 @@ GS_CPU_VECTOR __attribute__((flatten)) void PairAxes(const float* __restrict gri
 #pragma GCC unroll 3
     for (int a = 0; a < K; ++a) {
       gs::AxisTaps<float, 2, int32_t> t;
-      gs::ComputeAxisTaps<gs::kBilinear, float, int32_t>(grid[b * K + a], sizes[a], kPad, kAlign,
+      const int64_t pad = kPad == gs_ffi::kPerAxis ? pads[a] : kPad;
+      gs::ComputeAxisTaps<gs::kBilinear, float, int32_t>(grid[b * K + a], sizes[a], pad, kAlign,
                                                          &t);
       const bool in0 = t.idx[0] >= 0, in1 = t.idx[1] >= 0;
       const int32_t last = static_cast<int32_t>(sizes[a]) - 2;
@@ -189,8 +212,8 @@ void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
   DispatchPadding(g, [&](auto pad, auto align) {
     constexpr int kPad = static_cast<int>(decltype(pad)::value);
     constexpr bool kAlign = decltype(align)::value;
-    PairAxes<K, kPad, kAlign, kStride, kIndices>(grid, cnt, sizes, st->ax, st->pair_aw,
-                                                 st->pair_off);
+    PairAxes<K, kPad, kAlign, kStride, kIndices>(grid, cnt, sizes, g.axis_padding, st->ax,
+                                                 st->pair_aw, st->pair_off);
   });
   for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
     st->pair_off[b] = 0;
@@ -205,6 +228,7 @@ void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
 
 // Fills the tables for `cnt` (<= kB) points of `grid` (K floats per point);
 // entries [cnt, round_up(cnt, 16)) are set to "no tap" (index -1, weight 0).
+// With a fill value, also `outside` of the first cnt points.
 // Nearest fills only its per-tap tables (FillNearestOffsets); the bilinear
 // pair sampler has its own (FillPairAxes).
 template <int K, int kInterp>
@@ -221,7 +245,7 @@ GS_CPU_VECTOR void FillSoaTaps(const float* __restrict grid, int cnt, const Geom
     const float* coord = grid + a;
     const int64_t size = sizes[a];
     constexpr int kStride = ST::kStride;
-    DispatchPadding(g, [&](auto pad, auto align) {
+    DispatchPaddingCode(g.axis_padding[a], g.align_corners, [&](auto pad, auto align) {
       constexpr int kPad = static_cast<int>(decltype(pad)::value);
       constexpr bool kAlign = decltype(align)::value;
       AxisSoa<K, kInterp, kPad, kAlign, kStride>(coord, cnt, size, st->ax[a], st->aw[a]);
@@ -234,6 +258,10 @@ GS_CPU_VECTOR void FillSoaTaps(const float* __restrict grid, int cnt, const Geom
         st->aw[a][i][b] = 0.f;
       }
     }
+  }
+  if (g.fill != nullptr) {
+    FillWeights<K, kT1>(g, cnt, st->ax, st->aw, st->outside);
+    std::fill(st->outside + cnt, st->outside + ((cnt + 15) & ~15), 0.f);
   }
   const int32_t w32 = static_cast<int32_t>(g.w);
   const int32_t h32 = static_cast<int32_t>(g.h);

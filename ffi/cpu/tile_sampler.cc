@@ -164,28 +164,43 @@ GS_CPU_VECTOR_INLINE void StoreTransposed(const F8 (&res)[kG], float* dst, int64
   }
 }
 
+// Channels [c, c + 8) of one point plus the fill value's term, with a fill
+// value (`fill`: ChannelsLastStride(g.c) floats, not nullptr).
+template <int K, int kInterp>
+GS_CPU_VECTOR_INLINE F8 PointSumWithFill(const PointTaps<K, kInterp>& pt, int64_t c,
+                                         const float* fill, float outside) {
+  const F8 sum = PointSum(pt, c);
+  return fill == nullptr ? sum : sum + Load8(fill + c) * Broadcast8(outside);
+}
+
 // Channels-last output of one point, its channels summed and stored at once
 // (not through the tiles, whose registers would spill): whole vectors of 8,
 // then the last channels (1 to 7), read and stored one by one.
 template <int K, int kInterp>
 GS_CPU_VECTOR_INLINE void ChannelsLastPoint(const PointTaps<K, kInterp>& pt, int64_t channels,
-                                            float* dst, bool stream) {
+                                            float* dst, bool stream, const float* fill,
+                                            float outside) {
   const int64_t c8 = channels & ~int64_t{7};
-  for (int64_t c = 0; c < c8; c += 8) StoreOutput(dst + c, PointSum(pt, c), stream);
+  for (int64_t c = 0; c < c8; c += 8) {
+    StoreOutput(dst + c, PointSumWithFill(pt, c, fill, outside), stream);
+  }
   if (c8 == channels) return;
-  const F8 sum = PointSum(
+  F8 sum = PointSum(
       pt, [&](const float* row) GS_CPU_VECTOR { return LoadFirst(row + c8, channels - c8); });
+  if (fill != nullptr) sum = sum + Load8(fill + c8) * Broadcast8(outside);
   for (int64_t c = c8; c < channels; ++c) dst[c] = sum[c - c8];
 }
 
 // Forward of points [p_begin, p_end) of batch element n from `pixels`, its
 // channels-last data (the input itself, `stride` = g.c floats per pixel, or
-// a copy, ChannelsLastStride(g.c)), into the output in the layout of g.
+// a copy, ChannelsLastStride(g.c)), into the output in the layout of g;
+// `fill`: g's fill value, zeros after it to ChannelsLastStride(g.c) floats
+// (nullptr without one).
 template <int K, int kInterp>
 GS_CPU_VECTOR void SamplePoints(const Geometry& g, const float* pixels, int64_t stride,
-                                const float* zeros, const float* __restrict grid,
-                                float* __restrict output, int64_t n, int64_t p_begin, int64_t p_end,
-                                SoaTaps<K, kInterp>* st) {
+                                const float* zeros, const float* fill,
+                                const float* __restrict grid, float* __restrict output, int64_t n,
+                                int64_t p_begin, int64_t p_end, SoaTaps<K, kInterp>* st) {
   using ST = SoaTaps<K, kInterp>;
   const int64_t channels = g.c, points = g.points;
   // Groups of kG points (a whole 64-byte line of each output row), up to
@@ -200,7 +215,8 @@ GS_CPU_VECTOR void SamplePoints(const Geometry& g, const float* pixels, int64_t 
       for (int b = 0; b < cnt; ++b) {
         PointTaps<K, kInterp> pt;
         LoadPointTaps(st, b, pixels, stride, zeros, &pt);
-        ChannelsLastPoint(pt, channels, output + (n * points + p0 + b) * channels, stream);
+        ChannelsLastPoint(pt, channels, output + (n * points + p0 + b) * channels, stream, fill,
+                          st->outside[b]);
       }
       continue;
     }
@@ -212,7 +228,10 @@ GS_CPU_VECTOR void SamplePoints(const Geometry& g, const float* pixels, int64_t 
         for (int j = 0; j < kG; ++j) {
           PointTaps<K, kInterp> pt;
           LoadPointTaps(st, b0 + j, pixels, stride, zeros, &pt);
-          for (int v = 0; v < vecs; ++v) tile[v][j] = PointSum(pt, c0 + v * 8);
+          const float outside = st->outside[b0 + j];
+          for (int v = 0; v < vecs; ++v) {
+            tile[v][j] = PointSumWithFill(pt, c0 + v * 8, fill, outside);
+          }
         }
         float* dst = output + n * channels * points + p0 + b0;
         for (int v = 0; v < vecs; ++v) {
@@ -230,19 +249,20 @@ GS_CPU_VECTOR void SamplePoints(const Geometry& g, const float* pixels, int64_t 
 // through the copy, made in `buffer`.
 template <int K, int kInterp>
 void Sample(const Geometry& g, const float* input, const float* grid, float* output, int64_t n,
-            int64_t p_begin, int64_t p_end, float* buffer) {
+            int64_t p_begin, int64_t p_end, float* buffer, const float* fill) {
   auto st = NewObject<SoaTaps<K, kInterp>>("tap table");
   if (g.channels_last) {
     std::fill(buffer, buffer + g.c, 0.f);
-    SamplePoints<K, kInterp>(g, input + n * g.plane * g.c, g.c, buffer, grid, output, n, p_begin,
-                             p_end, st.get());
+    SamplePoints<K, kInterp>(g, input + n * g.plane * g.c, g.c, buffer, fill, grid, output, n,
+                             p_begin, p_end, st.get());
     return;
   }
   const int64_t stride = ChannelsLastStride(g.c);
   float* zeros = buffer + g.plane * stride;
   CopyToChannelsLast(g, input, n, buffer);
   std::fill(zeros, zeros + stride, 0.f);
-  SamplePoints<K, kInterp>(g, buffer, stride, zeros, grid, output, n, p_begin, p_end, st.get());
+  SamplePoints<K, kInterp>(g, buffer, stride, zeros, fill, grid, output, n, p_begin, p_end,
+                           st.get());
 }
 
 }  // namespace
@@ -252,9 +272,16 @@ void ForwardTilesF32(const Geometry& g, int64_t interpolation, const float* inpu
   auto buffer = g.channels_last ? NewArray<float>("row of zeros", g.c)
                                 : NewArray<float>("channels-last copy of a batch element",
                                                   ViaChannelsLastBufferFloats(g));
+  std::unique_ptr<float[]> fill;  // whole vectors of 8 channels
+  if (g.fill != nullptr) {
+    const int64_t stride = ChannelsLastStride(g.c);
+    fill = NewArray<float>("fill values", stride);
+    std::copy_n(static_cast<const float*>(g.fill), g.c, fill.get());
+    std::fill(fill.get() + g.c, fill.get() + stride, 0.f);
+  }
   DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
     Sample<decltype(k)::value, decltype(interp)::value>(g, input, grid, output, n, p_begin, p_end,
-                                                        buffer.get());
+                                                        buffer.get(), fill.get());
   });
 }
 

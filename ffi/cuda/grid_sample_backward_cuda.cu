@@ -370,10 +370,11 @@ ffi::Error BackwardTyped(cudaStream_t stream, void* workspace, size_t workspace_
   return LastCudaError("grad_input gather kernel launch");
 }
 
+// `padding`: one code for every axis (version 1) or one per axis (version 2).
 ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
                         ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
-                        int64_t padding, bool align_corners, bool channels_last, bool input_mask,
-                        bool grid_mask, bool deterministic) {
+                        ffi::Span<const int64_t> padding, bool align_corners, bool channels_last,
+                        bool input_mask, bool grid_mask, bool deterministic) {
   gs_ffi::Geometry g;
   if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
                                             interpolation, padding, align_corners, channels_last,
@@ -413,6 +414,15 @@ ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer grad_output, ffi::An
                   });
 }
 
+// Version 1: one padding code for every axis.
+ffi::Error BackwardImplV1(cudaStream_t stream, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                          ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
+                          int64_t padding, bool align_corners, bool channels_last,
+                          bool input_mask, bool grid_mask, bool deterministic) {
+  return BackwardImpl(stream, grad_output, input, grid, results, interpolation, {&padding, 1},
+                      align_corners, channels_last, input_mask, grid_mask, deterministic);
+}
+
 }  // namespace
 
 int64_t BackwardWorkspaceBytes(int k, int64_t n, int64_t c, int64_t plane, int64_t points,
@@ -443,6 +453,14 @@ int64_t BackwardWorkspaceBytes(int k, int64_t n, int64_t c, int64_t plane, int64
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     GridSampleBackwardCuda,
     (gs_ffi::NoExceptions<gs_cuda::kPlatform, gs_cuda::BackwardImpl>::Call),
-    gs_ffi::BindBackward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>())
+    gs_ffi::BindBackward<gs_ffi::PaddingV2>(
+        xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>())
+        .Attr<bool>("deterministic"),
+    {xla::ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleBackwardCudaV1,
+    (gs_ffi::NoExceptions<gs_cuda::kPlatform, gs_cuda::BackwardImplV1>::Call),
+    gs_ffi::BindBackward<gs_ffi::PaddingV1>(
+        xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>())
         .Attr<bool>("deterministic"),
     {xla::ffi::Traits::kCmdBufferCompatible});

@@ -73,7 +73,7 @@ struct Params {
   // output / grad_output: element (n, c, point p) at n*out_sn + c*out_sc + p*out_sp
   I out_sn, out_sc, out_sp;
   I cchunk, cgroups;  // channels per thread and channel groups per point (forward)
-  int64_t padding;
+  int64_t padding[3];  // per axis: x, y, z
   bool align_corners;
 };
 
@@ -104,7 +104,7 @@ Params<I> MakeParams(const gs_ffi::Geometry& g) {
   }
   p.cchunk = static_cast<I>(std::max<int64_t>(1, g.c));
   p.cgroups = 1;
-  p.padding = g.padding;
+  for (int a = 0; a < 3; ++a) p.padding[a] = g.axis_padding[a];
   p.align_corners = g.align_corners;
   return p;
 }
@@ -120,10 +120,10 @@ struct PointTaps {
   gs::AxisTaps<T, kTz, I> z;
 
   __device__ __forceinline__ void Compute(const T* coords, const Params<I>& p) {
-    gs::ComputeAxisTaps<kInterp, T, I>(coords[0], p.w, p.padding, p.align_corners, &x);
-    gs::ComputeAxisTaps<kInterp, T, I>(coords[1], p.h, p.padding, p.align_corners, &y);
+    gs::ComputeAxisTaps<kInterp, T, I>(coords[0], p.w, p.padding[0], p.align_corners, &x);
+    gs::ComputeAxisTaps<kInterp, T, I>(coords[1], p.h, p.padding[1], p.align_corners, &y);
     if constexpr (K == 3) {
-      gs::ComputeAxisTaps<kInterp, T, I>(coords[2], p.d, p.padding, p.align_corners, &z);
+      gs::ComputeAxisTaps<kInterp, T, I>(coords[2], p.d, p.padding[2], p.align_corners, &z);
     } else {
       z.idx[0] = 0;
       z.w[0] = T(1);

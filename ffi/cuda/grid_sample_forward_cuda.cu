@@ -65,9 +65,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// `padding`: one code for every axis (version 1) or one per axis (version 2).
 ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer grid,
-                       ffi::Result<ffi::AnyBuffer> output, int64_t interpolation, int64_t padding,
-                       bool align_corners, bool channels_last) {
+                       ffi::Result<ffi::AnyBuffer> output, int64_t interpolation,
+                       ffi::Span<const int64_t> padding, bool align_corners,
+                       bool channels_last) {
   gs_ffi::Geometry g;
   if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "output", *output,
                                             interpolation, padding, align_corners, channels_last,
@@ -110,11 +112,26 @@ ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer
                   });
 }
 
+// Version 1: one padding code for every axis.
+ffi::Error ForwardImplV1(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                         ffi::Result<ffi::AnyBuffer> output, int64_t interpolation,
+                         int64_t padding, bool align_corners, bool channels_last) {
+  return ForwardImpl(stream, input, grid, output, interpolation, {&padding, 1}, align_corners,
+                     channels_last);
+}
+
 }  // namespace
 }  // namespace gs_cuda
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     GridSampleForwardCuda,
     (gs_ffi::NoExceptions<gs_cuda::kPlatform, gs_cuda::ForwardImpl>::Call),
-    gs_ffi::BindForward(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()),
+    gs_ffi::BindForward<gs_ffi::PaddingV2>(
+        xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()),
+    {xla::ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleForwardCudaV1,
+    (gs_ffi::NoExceptions<gs_cuda::kPlatform, gs_cuda::ForwardImplV1>::Call),
+    gs_ffi::BindForward<gs_ffi::PaddingV1>(
+        xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()),
     {xla::ffi::Traits::kCmdBufferCompatible});

@@ -12,6 +12,8 @@
 extern "C" {
 XLA_FFI_Error* GridSampleForwardCuda(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleBackwardCuda(XLA_FFI_CallFrame* call_frame);
+XLA_FFI_Error* GridSampleForwardCudaV1(XLA_FFI_CallFrame* call_frame);
+XLA_FFI_Error* GridSampleBackwardCudaV1(XLA_FFI_CallFrame* call_frame);
 }
 
 namespace nb = nanobind;
@@ -21,8 +23,10 @@ NB_MODULE(_cuda_kernels, m) {
   m.def(
       "registrations",
       []() {
-        return gs::FfiRegistrations({{"jax_gridsample_forward_v1", GridSampleForwardCuda},
-                                     {"jax_gridsample_backward_v1", GridSampleBackwardCuda}});
+        return gs::FfiRegistrations({{"jax_gridsample_forward_v2", GridSampleForwardCuda},
+                                     {"jax_gridsample_backward_v2", GridSampleBackwardCuda},
+                                     {"jax_gridsample_forward_v1", GridSampleForwardCudaV1},
+                                     {"jax_gridsample_backward_v1", GridSampleBackwardCudaV1}});
       },
       "Returns {ffi_target_name: PyCapsule of the XLA FFI handler}.");
   m.def(

@@ -6,12 +6,14 @@ exports, with the installed jax_gridsample, two small functions for the CPU and 
 ``tests/export_compat/NAME/`` with their inputs and the results they give here:
 
 - ``forward.bin``: grid_sample calls serialized with ``vjp_order=1`` (the forward and the
-  backward target with both gradients), between them every interpolation, padding,
-  align_corners and layout, float32 and float64, 2D and 3D;
+  backward target with both gradients), between them every interpolation, padding (version 2:
+  "constant" with the fill value FILL_VALUE, "wrap", and padding per axis too), align_corners
+  and layout, float32 and float64, 2D and 3D;
 - ``backward.bin``: grid_sample_backward calls that ask for one gradient each (the output mask);
 - ``data.npz``: their inputs, results, and the vjp's cotangents and results, each kind as one
   float64 vector of the arrays one after another (their shapes and dtypes are the artifacts');
-- ``about.json``: the calls' parameters, the targets the artifacts call, who exported them.
+- ``about.json``: the calls' parameters, the fill value, the targets the artifacts call, who
+  exported them.
 
 tests/test_export_compat.py loads every folder's artifacts with the package under test. Run this
 once per new version of the targets (jax_gridsample/_contract.py says when) and commit the
@@ -45,21 +47,30 @@ FORWARD_CALLS = [
     (3, "float64", 2, "bilinear", "reflection", True, False),
     (3, "float64", 8, "nearest", "zeros", False, True),
     (3, "float64", 2, "bicubic", "border", True, False),
+    (2, "float32", 2, "bilinear", "constant", False, False),
+    (2, "float32", 8, "bicubic", ("wrap", "border"), True, True),
+    (3, "float64", 2, "bilinear", ("constant", "wrap", "reflection"), False, False),
+    (3, "float64", 2, "nearest", "wrap", True, False),
 ]
 # the same fields, then the output mask
 BACKWARD_CALLS = [
     (2, "float32", 2, "bilinear", "border", False, False, (True, False)),
     (3, "float64", 2, "bilinear", "zeros", True, False, (False, True)),
+    (2, "float64", 2, "bicubic", ("constant", "wrap"), False, False, (False, True)),
 ]
+FILL_VALUE = 0.75  # of every "constant" axis
 SPATIAL = {2: (4, 3), 3: (2, 3, 3)}
 POINTS = {2: (2, 3), 3: (2, 2, 2)}
 
 
 def kwargs(call) -> dict:
     _, _, _, mode, padding, align_corners, channels_last = call[:7]
-    return dict(mode=mode, padding_mode=padding, align_corners=align_corners,
-                layout=("NHWC" if len(SPATIAL[call[0]]) == 2 else "NDHWC") if channels_last
-                else None)
+    kw = dict(mode=mode, padding_mode=padding, align_corners=align_corners,
+              layout=("NHWC" if len(SPATIAL[call[0]]) == 2 else "NDHWC") if channels_last
+              else None)
+    if "constant" in (padding if isinstance(padding, tuple) else (padding,)):
+        kw["fill_value"] = FILL_VALUE
+    return kw
 
 
 def operands(call, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -131,6 +142,7 @@ def main(name: str) -> None:
     (folder / "about.json").write_text(
         f'{{\n "exported_by": {json.dumps(versions)},\n'
         f' "targets": {json.dumps(sorted(set(called)))},\n'
+        f' "fill_value": {FILL_VALUE},\n'
         f' "forward_calls": [\n{one_per_line(FORWARD_CALLS)}\n ],\n'
         f' "backward_calls": [\n{one_per_line(BACKWARD_CALLS)}\n ]\n}}\n')
 

@@ -1,0 +1,99 @@
+"""CPU benchmark: "constant" against "zeros" and "wrap" against "border", native kernels.
+
+Not a test. "constant" is "zeros" plus a fill term XLA computes around the kernel
+(jax_gridsample/_fill.py), "wrap" the kernels' own per-axis math; neither copies the input.
+This measures what each costs beside the mode it extends, on the same data: forward, and
+forward+backward (gradients with respect to the input and the grid, and the fill value for
+"constant", whose fill is a per-channel array passed to the jitted function, as a traced
+argument).
+
+Rounds alternate the modes of a pair (A B A B ...), each round timing ``--calls`` calls of a mode
+after one untimed call, so that a shared machine's drift falls on both; a mode's time is the
+median over rounds of its per-round median. Prints a markdown table with the ratio
+(constant / zeros, wrap / border).
+
+    python benchmarks/padding_modes.py [--rounds 7] [--calls 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jax_gridsample
+
+# (name, input NC+spatial, output spatial, mode)
+CASES = [
+    ("2d bilinear (8, 32, 64, 64) -> 64x64", (8, 32, 64, 64), (64, 64), "bilinear"),
+    ("3d trilinear (2, 16, 32^3) -> 32^3", (2, 16, 32, 32, 32), (32, 32, 32), "bilinear"),
+]
+PAIRS = [("constant", "zeros"), ("wrap", "border")]
+
+
+def make_functions(mode: str, padding: str, channels: int):
+    """Jitted forward and forward+backward of one padding mode."""
+    def sample(x, grid, fill):
+        kw = dict(mode=mode, padding_mode=padding, align_corners=False,
+                  implementation="native")
+        if padding == "constant":
+            kw["fill_value"] = fill
+        return jax_gridsample.grid_sample(x, grid, **kw)
+
+    def loss(x, grid, fill):  # its cotangent is the output itself: nothing can be pruned
+        return 0.5 * jnp.sum(jnp.square(sample(x, grid, fill)))
+
+    argnums = (0, 1, 2) if padding == "constant" else (0, 1)
+    return jax.jit(sample), jax.jit(jax.grad(loss, argnums=argnums))
+
+
+def round_ms(fn, args, calls: int) -> float:
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=9)
+    args = parser.parse_args()
+    print(f"jax {jax.__version__}, {jax.device_count()} CPU device(s), native kernels "
+          f"{jax_gridsample.native_status()['cpu']}; {args.rounds} alternating rounds of "
+          f"{args.calls} calls")
+    print()
+    print("| case | pair | fwd ms | ref fwd ms | fwd ratio | fwd+bwd ms | ref fwd+bwd ms "
+          "| fwd+bwd ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for name, shape, out_spatial, mode in CASES:
+        k = len(out_spatial)
+        x = jnp.asarray(rng.standard_normal(shape), jnp.float32)
+        grid = jnp.asarray(rng.uniform(-1.1, 1.1, (shape[0],) + out_spatial + (k,)),
+                           jnp.float32)
+        fill = jnp.asarray(rng.standard_normal(shape[1]), jnp.float32)
+        for padding, baseline in PAIRS:
+            fns = {p: make_functions(mode, p, shape[1]) for p in (padding, baseline)}
+            rounds = {(p, d): [] for p in fns for d in (0, 1)}
+            for _ in range(args.rounds):
+                for direction in (0, 1):
+                    for p in (padding, baseline):
+                        rounds[p, direction].append(
+                            round_ms(fns[p][direction], (x, grid, fill), args.calls))
+            t = {key: statistics.median(v) for key, v in rounds.items()}
+            print(f"| {name} | {padding} / {baseline} | {t[padding, 0]:.3f} | "
+                  f"{t[baseline, 0]:.3f} | {t[padding, 0] / t[baseline, 0]:.3f} | "
+                  f"{t[padding, 1]:.3f} | {t[baseline, 1]:.3f} | "
+                  f"{t[padding, 1] / t[baseline, 1]:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

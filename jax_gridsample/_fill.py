@@ -1,0 +1,123 @@
+"""The fill value of "constant" padding, as a term added to the "zeros" result.
+
+Along a "zeros" or "constant" axis, a tap outside the input reads the fill value (0 for
+"zeros"). Sampled with "zeros" instead, it reads 0, so what is missing is the fill value times
+the tap's weight; summed over a point's taps, that is ``fill × (1 − W)``, where ``W`` is the sum
+of the weights of the taps that read the input. The weights are a product over the axes, and an
+axis that reads no fill value (border, reflection, wrap) reads the input with taps whose weights
+sum to 1, so ``W`` is the product over the fill axes of each axis's sum of its inside taps'
+weights. It depends on the grid alone.
+
+So every implementation (the reference, and the CPU, CUDA and aclnn kernels) samples "constant"
+as "zeros" and adds this term, computed here in jax.numpy from the same per-axis taps as the
+reference. Its gradients (with respect to the fill value and the grid) are JAX's derivatives of
+it; the input gradient does not see it.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ._enums import Padding
+from ._reference import axis_taps, compute_dtype
+
+
+def _axis_sums(grid, spatial, interpolation, padding, align_corners):
+    """Per fill axis j: (the sum of its inside taps' weights, its derivative with respect to
+    grid component j), each ``(N, *So)`` in the compute dtype, summed in tap order as the
+    kernels do (gs::AddInsideWeight)."""
+    k = grid.shape[-1]
+    ctype = compute_dtype(grid.dtype)
+    sums = {}
+    for j in range(k):  # grid component j indexes spatial axis k-1-j (x -> W, y -> H, z -> D)
+        if padding[j] not in (Padding.ZEROS, Padding.CONSTANT):
+            continue
+        size = spatial[k - 1 - j]
+        taps = axis_taps(grid[..., j].astype(ctype), size, interpolation, Padding.ZEROS,
+                         align_corners)
+        inside = (taps.position >= 0) & (taps.position <= size - 1)
+        total = derivative = jnp.zeros(grid.shape[:-1], ctype)
+        for i in range(inside.shape[-1]):
+            total = total + jnp.where(inside[..., i], taps.weight[..., i], 0)
+            derivative = derivative + jnp.where(inside[..., i], taps.dweight[..., i], 0)
+        sums[j] = total, derivative * taps.coord_grad
+    return sums
+
+
+def inside_weight(grid: jax.Array, spatial: tuple[int, ...], interpolation: int,
+                  padding: tuple[int, ...], align_corners: bool) -> jax.Array:
+    """``W`` of every output point, ``(N, *So)`` in the compute dtype (1 without a fill axis):
+    the product of the fill axes' sums, x first."""
+    weight = jnp.ones(grid.shape[:-1], compute_dtype(grid.dtype))
+    for total, _ in _axis_sums(grid, spatial, interpolation, padding, align_corners).values():
+        weight = weight * total
+    return weight
+
+
+def fill_term(fill: jax.Array, grid: jax.Array, spatial: tuple[int, ...], channels: int,
+              interpolation: int, padding: tuple[int, ...], align_corners: bool,
+              channels_last: bool) -> jax.Array:
+    """``fill × (1 − W)`` in the output's shape and layout and the compute dtype; ``fill`` has
+    shape () or (C,)."""
+    outside = 1 - inside_weight(grid, spatial, interpolation, padding, align_corners)
+    fill = jnp.broadcast_to(fill.astype(outside.dtype), (channels,))
+    if channels_last:
+        return outside[..., None] * fill
+    fill = fill.reshape(fill.shape + (1,) * (grid.ndim - 2))
+    return outside[:, None] * fill
+
+
+def add_fill(output: jax.Array, fill: jax.Array, grid: jax.Array, **params) -> jax.Array:
+    """The "zeros" ``output`` of a call with its fill term added, in the output's dtype."""
+    term = fill_term(fill, grid, **params)
+    return (output.astype(term.dtype) + term).astype(output.dtype)
+
+
+def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatial, channels,
+             interpolation, padding, align_corners, channels_last):
+    """The fill term's gradients ``(grid_grad, fill_grad)`` for ``grad_output``.
+
+    Explicit, so that XLA computes ``W`` and its derivatives once per point and makes one pass
+    over ``grad_output`` for each of the two sums (``fill_grad[c] = sum grad_output[c] (1 -
+    W)``; the grid's ``-(sum_c fill[c] grad_output[c]) dW/dc``), instead of recomputing ``W``
+    per element of ``grad_output``.
+    """
+    ctype = compute_dtype(grid.dtype)
+    sums = _axis_sums(grid, spatial, interpolation, padding, align_corners)
+    weight = jnp.ones(grid.shape[:-1], ctype)
+    for total, _ in sums.values():
+        weight = weight * total
+    gout = grad_output.astype(ctype)
+    fill_c = jnp.broadcast_to(fill.astype(ctype), (channels,))
+    # a reduction for the first (XLA's CPU one is fast over the leading and trailing axes), a
+    # contraction for the second (its reduction over the middle axis C is not)
+    if channels_last:
+        fill_grad = jnp.sum(gout * (1 - weight)[..., None], axis=tuple(range(gout.ndim - 1)))
+    else:
+        fill_grad = jnp.sum(gout * (1 - weight)[:, None], axis=(0, *range(2, gout.ndim)))
+    if fill.ndim == 0:
+        fill_grad = jnp.sum(fill_grad)
+    spec = "n...c" if channels_last else "nc..."
+    weighted = jnp.einsum(f"{spec},c->n...", gout, fill_c)  # sum_c fill[c] grad_output[c]
+    components = []
+    for j in range(grid.shape[-1]):
+        if j not in sums:
+            components.append(jnp.zeros(grid.shape[:-1], ctype))
+            continue
+        others = jnp.ones_like(weight)
+        for i, (total, _) in sums.items():
+            if i != j:
+                others = others * total
+        components.append(-weighted * others * sums[j][1])
+    grid_grad = jnp.stack(components, -1)
+    return grid_grad.astype(grid.dtype), fill_grad.astype(fill.dtype)
+
+
+def term_params(input_shape, channels_last: bool, **params) -> dict:
+    """The fill term's parameters of a call: the input's spatial sizes (D, H, W or H, W) and
+    channel count, and ``params`` (interpolation, padding, align_corners)."""
+    spatial = input_shape[1:-1] if channels_last else input_shape[2:]
+    channels = input_shape[-1] if channels_last else input_shape[1]
+    return dict(params, spatial=tuple(int(s) for s in spatial), channels=int(channels),
+                channels_last=channels_last)
