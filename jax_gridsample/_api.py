@@ -154,7 +154,9 @@ def grid_sample_backward(
     ----------
     grad_output : jax.Array
         Cotangent of the output, shaped like ``grid_sample(input, grid)``.
-    input, grid, mode, padding_mode, align_corners, implementation, layout, deterministic, fill_value
+    input, grid, mode, padding_mode, align_corners, implementation, layout, deterministic
+        As in :func:`grid_sample`.
+    fill_value : float or jax.Array, optional
         As in :func:`grid_sample`.
     output_mask : tuple of two or three bool
         Which of ``(input_grad, grid_grad)`` to compute, or of ``(input_grad, grid_grad,

@@ -34,9 +34,9 @@ import jax
 import numpy as np
 
 from . import _ascend_cache
-from ._enums import Padding
 from ._contract import ASCEND_BACKWARD_TARGET as BACKWARD_TARGET
 from ._contract import ASCEND_FORWARD_TARGET as FORWARD_TARGET
+from ._enums import Padding
 from ._native import load_and_register
 
 PLATFORM_NAMES = ("ascend", "ASCEND", "npu", "NPU")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._enums import Padding
 from ._reference import axis_taps, compute_dtype
@@ -90,16 +91,17 @@ def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatia
         weight = weight * total
     gout = grad_output.astype(ctype)
     fill_c = jnp.broadcast_to(fill.astype(ctype), (channels,))
-    # a reduction for the first (XLA's CPU one is fast over the leading and trailing axes), a
-    # contraction for the second (its reduction over the middle axis C is not)
+    # Reductions XLA's CPU backend runs fast: over the leading and trailing axes, and over the
+    # middle of three (not of four or five: channels first, the points are flattened for it).
     if channels_last:
         fill_grad = jnp.sum(gout * (1 - weight)[..., None], axis=tuple(range(gout.ndim - 1)))
+        weighted = jnp.sum(gout * fill_c, axis=-1)  # sum_c fill[c] grad_output[c]
     else:
         fill_grad = jnp.sum(gout * (1 - weight)[:, None], axis=(0, *range(2, gout.ndim)))
+        flat = gout.reshape(gout.shape[:2] + (int(np.prod(gout.shape[2:])),))
+        weighted = jnp.sum(flat * fill_c[:, None], axis=1).reshape(weight.shape)
     if fill.ndim == 0:
         fill_grad = jnp.sum(fill_grad)
-    spec = "n...c" if channels_last else "nc..."
-    weighted = jnp.einsum(f"{spec},c->n...", gout, fill_c)  # sum_c fill[c] grad_output[c]
     components = []
     for j in range(grid.shape[-1]):
         if j not in sums:

@@ -4,8 +4,8 @@ The forward's operands are ``(fill, input, grid)``: ``fill`` holds the fill valu
 shape ``(C,)``, read only with a "constant" axis (zeros otherwise). The backward's are
 ``(grad_output, input, grid)``: it computes the "zeros" gradients; those of the fill value's term
 (``_fill.py``) are added around it. Both carry the same parameters: ``interpolation`` (the aclnn
-integer code), ``padding`` (a tuple of one code per grid component, x first; "constant" only in
-the forward's), ``align_corners``, ``channels_last``, ``implementation`` and ``deterministic`` (used by
+integer code), ``padding`` (a tuple of one code per grid component, x first; "constant" only in the
+forward's), ``align_corners``, ``channels_last``, ``implementation`` and ``deterministic`` (used by
 the reference and the kernels whose backward is not deterministic by default); the backward adds
 ``output_mask`` and returns only the outputs it asks for. Each lowers to the jnp reference on every
 platform; platforms with a native kernel (see ``_native``) get their own lowering on top.
@@ -259,6 +259,8 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
             if not backward:
                 fill, input, grid = operands
                 avals = _forward_abstract(*operands, **params)
+                if Padding.CONSTANT not in params["padding"]:
+                    fill = jax.numpy.zeros((0,), input.dtype)  # not read: no C-sized buffer
                 ffi_operands = (input, grid, fill) if kernel.takes_fill else (input, grid)
                 output = jax.ffi.ffi_call(target, avals)(*ffi_operands, **attributes(**params))
                 return guard((output,))[0]

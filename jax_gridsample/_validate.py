@@ -96,7 +96,7 @@ def check_fill_value(fill_value: Any, padding: tuple[int, ...], input: Any,
         )
     dtype = np.dtype(fill_value.dtype if hasattr(fill_value, "dtype")
                      else np.asarray(fill_value).dtype)
-    if dtype.kind not in "iuf":
+    if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
         raise TypeError(f"fill_value must have a real (integer or floating) dtype, got {dtype}")
     shape = tuple(np.shape(fill_value))
     channels = input.shape[-1] if channels_last else input.shape[1]

@@ -44,6 +44,9 @@ class Case:
     explicit: bool = True  # the mesh's axes: Explicit (jax.make_mesh's default) or Auto
     wrt: tuple[int, ...] = (0, 1)  # which gradients the program computes (the rest is DCE'd)
     vmapped: bool = False  # the grid carries a leading vmapped axis, the input is shared
+    padding: str | tuple[str, ...] = "reflection"
+    # "constant": a per-channel fill value sharded by this spec, its gradient argument 2
+    fill: P | None = None
 
 
 # name -> case; 2D grids (N, Ho, Wo, 2), 3D grids (N, Do, Ho, Wo, 3)
@@ -92,6 +95,19 @@ CASES = {
     "vmap-grids-2d-native": Case((("d", 8),), ((2, 3, 6, 5), P()),
                                  ((8, 2, 3, 4, 2), P("d")), implementation="native",
                                  vmapped=True),
+    # constant (the fill gradient sums over the batch and the points) and wrap
+    "points-2d-constant-native": Case((("d", 8),), ((2, 3, 6, 5), P()),
+                                      ((2, 16, 3, 2), P(None, "d")), implementation="native",
+                                      padding="constant", fill=P(), wrt=(0, 1, 2)),
+    "channels-2d-constant-native": Case((("d", 8),), ((2, 8, 6, 5), P(None, "d")),
+                                        ((2, 3, 4, 2), P()), implementation="native",
+                                        padding="constant", fill=P("d"), wrt=(0, 1, 2)),
+    "batch-3d-constant-wrap-native": Case((("b", 8),), ((16, 3, 5, 6, 7), P("b")),
+                                          ((16, 3, 4, 2, 3), P("b")), implementation="native",
+                                          padding=("constant", "wrap", "border"), fill=P(),
+                                          wrt=(0, 1, 2)),
+    "points-2d-wrap": Case((("d", 8),), ((2, 3, 6, 5), P()), ((2, 16, 3, 2), P(None, "d")),
+                           padding=("wrap", "border")),
 }
 
 # Run again under the other partitioner (Shardy or GSPMD, whichever is not the default).
@@ -121,28 +137,33 @@ def run_case(case: Case) -> dict:
     (x_shape, x_spec), (g_shape, g_spec) = case.input, case.grid
     x = jnp.asarray(rng.standard_normal(x_shape))
     grid = jnp.asarray(rng.uniform(-1.1, 1.1, g_shape))
+    channels = x_shape[-1] if case.layout in ("NHWC", "NDHWC") else x_shape[1]
+    fill = jnp.linspace(-1.0, 2.0, channels)
 
-    def sample(x, grid):
+    def sample(x, grid, fill):
         def one(grid):
-            return jax_gridsample.grid_sample(x, grid, mode=case.mode, padding_mode="reflection",
+            kw = dict(fill_value=fill) if case.fill is not None else {}
+            return jax_gridsample.grid_sample(x, grid, mode=case.mode, padding_mode=case.padding,
                                               layout=case.layout,
-                                              implementation=case.implementation)
+                                              implementation=case.implementation, **kw)
 
         return jax.vmap(one)(grid) if case.vmapped else one(grid)
 
-    weights = jnp.asarray(rng.standard_normal(jax.eval_shape(sample, x, grid).shape))
+    weights = jnp.asarray(rng.standard_normal(jax.eval_shape(sample, x, grid, fill).shape))
 
-    def step(x, grid, weights):
-        out, vjp = jax.vjp(sample, x, grid)
+    def step(x, grid, fill, weights):
+        out, vjp = jax.vjp(sample, x, grid, fill)
         grads = vjp(out * weights)  # a cotangent sharded like the output, as a loss would give
         return (out, *(grads[i] for i in case.wrt))
 
-    shardings = (NamedSharding(mesh, x_spec), NamedSharding(mesh, g_spec), None)
+    shardings = (NamedSharding(mesh, x_spec), NamedSharding(mesh, g_spec),
+                 NamedSharding(mesh, case.fill if case.fill is not None else P()), None)
     sharded = jax.jit(step, in_shardings=shardings)
-    hlo = sharded.lower(x, grid, weights).compile().as_text()
+    operands = (x, grid, fill, weights)
+    hlo = sharded.lower(*operands).compile().as_text()
     got = sharded(*(a if s is None else jax.device_put(a, s)
-                    for a, s in zip((x, grid, weights), shardings, strict=True)))
-    expected = jax.jit(step)(x, grid, weights)
+                    for a, s in zip(operands, shardings, strict=True)))
+    expected = jax.jit(step)(*operands)
     return {
         "collectives": count_collectives(hlo),
         "kernel_calls": hlo.count("custom-call(") if case.implementation == "native" else None,

@@ -953,6 +953,48 @@ def test_public_api_routes_uncovered_calls_to_reference(sim, ascend_kernel):
         jax_gridsample.grid_sample(x, g, mode="bicubic", implementation="native")
 
 
+def test_constant_runs_on_aclnn_as_zeros_plus_the_fill_term(sim, ascend_kernel):
+    """padding_mode="constant" (docs/ascend.md): aclnn samples "zeros" (paddingMode 0), XLA adds
+    the fill term and its gradients; the result and all three gradients are the reference's."""
+    x, g, _ = make_data(2, jnp.float32)
+    g = 1.6 * g  # many taps outside
+    fill = jnp.asarray([0.5, -1.0], jnp.float32)[: x.shape[1]]
+
+    def loss(x, g, f, implementation):
+        out = jax_gridsample.grid_sample(x, g, padding_mode="constant", fill_value=f,
+                                         implementation=implementation)
+        return jnp.sum(out**2)
+
+    grad = jax.grad(loss, argnums=(0, 1, 2))
+    hlo = jax.jit(lambda *a: grad(*a, "auto")).lower(x, g, fill).as_text()
+    assert FORWARD in hlo and BACKWARD in hlo
+    sim.lib.sim_clear_log()
+    got = jax.block_until_ready(grad(x, g, fill, "auto"))
+    log = sim.log()
+    calls = _calls(log)
+    assert "aclnnGridSampler2D" in calls and "aclnnGridSampler2DBackward" in calls
+    pads = set(re.findall(r"^aclnnGridSampler2D\w* .* pad=(\d+)", "\n".join(log), re.M))
+    assert pads == {"0"}
+    want = grad(*(jnp.asarray(a, jnp.float64) for a in (x, g, fill)), "reference")
+    for a, e in zip(got, want, strict=True):
+        assert_close(a, e, 1e-5 * max(1.0, float(np.abs(f64(e)).max())))
+
+
+@pytest.mark.parametrize("padding", ["wrap", ("border", "reflection")], ids=str)
+def test_wrap_and_per_axis_modes_run_on_the_reference(sim, ascend_kernel, padding):
+    """aclnn has one of zeros, border and reflection for every axis: "auto" keeps the rest on
+    the reference, "native" says why."""
+    x, g, _ = make_data(2, jnp.float32)
+
+    def loss(x, g):
+        return jnp.sum(jax_gridsample.grid_sample(x, g, padding_mode=padding) ** 2)
+
+    assert _ran_on_aclnn(sim, lambda: jax.grad(loss, argnums=(0, 1))(x, g)) == (False, False)
+    why = "no wrap padding" if padding == "wrap" else "one padding mode for every axis"
+    with pytest.raises(NotImplementedError, match=why):
+        jax_gridsample.grid_sample(x, g, padding_mode=padding, implementation="native")
+
+
 # --- the simulator itself follows the documentation ----------------------------------------
 
 INVALID_2D_BACKWARD = {  # every ACLNN_ERR_PARAM_INVALID condition of the 2D backward seed

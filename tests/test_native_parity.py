@@ -1103,9 +1103,10 @@ G = jnp.zeros((1, 3, 4, 2), jnp.float32)
     (lambda: _call_forward(X, G, interpolation=np.int64(3)), "interpolation"),
     (lambda: _call_forward(X, G, padding=np.array([0, -1])),
      r"padding\[1\] must be 0 \(zeros\), 1 \(border\), 2 \(reflection\), 3 \(constant\) or 4 "),
-    (lambda: _call_forward(X, G, fill=jnp.zeros(3, jnp.float32)),
+    (lambda: _call_forward(X, G, fill=jnp.zeros(3, jnp.float32), padding=np.array([3, 0])),
      r"fill has shape \(3\), expected \(2\)"),
-    (lambda: _call_forward(X, G, fill=jnp.zeros(2, jnp.float64)), "fill dtype float64 differs"),
+    (lambda: _call_forward(X, G, fill=jnp.zeros(2, jnp.float64), padding=np.array([0, 3])),
+     "fill dtype float64 differs"),
     # the backward takes no fill value: "constant" is the forward's only
     (lambda: _call_backward(jnp.zeros((1, 2, 3, 4), jnp.float32), X, G,
                             [jax.ShapeDtypeStruct(G.shape, G.dtype)], input_mask=False,

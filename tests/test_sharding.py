@@ -2,7 +2,8 @@
 
 One subprocess (sharded_check.py) runs every case and reports; the tests here say what each case
 must give: the compiled program's collectives, counted (forward and backward together: the
-forward needs none, each backward one sum), the shardings of the output and the gradients, and
+forward needs none, each backward one sum, the fill value's gradient one more unless XLA
+combines it with another), the shardings of the output and the gradients, and
 the same numbers as on unsharded operands. Specs are written with trailing unsharded axes dropped.
 """
 
@@ -54,6 +55,12 @@ EXPECTED = {
     # vmap over grids sharded on the mapped axis: it folds into the points (the backward binds
     # the two gradients separately, each with its own fold: three kernel calls)
     "vmap-grids-2d-native": _expect(ONE_SUM, [["d"], [], ["d"]], kernel_calls=3),
+    # constant: the fill gradient sums over the batch and the points (XLA combines that sum
+    # with grad_input's), is sharded with the channels; wrap as any other mode
+    "points-2d-constant-native": _expect(ONE_SUM, [[None, None, "d"], [], [None, "d"], []]),
+    "channels-2d-constant-native": _expect(ONE_SUM, [[None, "d"], [None, "d"], [], ["d"]]),
+    "batch-3d-constant-wrap-native": _expect(ONE_SUM, [["b"], ["b"], ["b"], []]),
+    "points-2d-wrap": _expect(ONE_SUM, [[None, None, "d"], [], [None, "d"]]),
 }
 # the same under the partitioner jax does not use by default (Shardy or GSPMD)
 OTHER_PARTITIONER = ("points-2d-ho", "channels-2d-nhwc-native-auto", "batch-points-2d-native")

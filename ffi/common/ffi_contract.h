@@ -45,7 +45,8 @@ auto BindSamplingAttrs(Binding&& binding) {
 }
 
 // Version 2's forward takes a third operand, the fill value of "constant"
-// padding: C values of the input's dtype (read only with a "constant" axis).
+// padding: C values of the input's dtype with a "constant" axis; without one
+// it is not read (any shape: the lowering passes an empty array).
 template <typename Padding = PaddingV1, typename Binding>
 auto BindForward(Binding&& binding) {
   namespace ffi = xla::ffi;

@@ -170,8 +170,8 @@ inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t*
 // forward's output or the backward's grad_output), which must have the
 // output's shape and the input's dtype; fills the geometry. `padding`: the
 // attribute, one code (version 1) or one per axis (version 2; SetPadding).
-// `fill`: version 2's forward's fill operand (C values of the input's dtype),
-// nullptr for the targets without one.
+// `fill`: version 2's forward's fill operand (C values of the input's dtype,
+// read only with a "constant" axis), nullptr for the targets without one.
 inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input,
                                const ffi::AnyBuffer& grid, const char* name,
                                const ffi::AnyBuffer& like_output, int64_t interpolation,
@@ -248,11 +248,11 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
   g->points = 1;
   for (int a = 0; a < k; ++a) g->points *= gd[1 + a];
   g->align_corners = align_corners;
-  if (fill != nullptr) {
+  if (fill != nullptr && HasConstantAxis(*g)) {  // without one, fill is not read
     if (ffi::Error err = CheckShape(platform, "fill", *fill, dt, &g->c, 1); !err.success()) {
       return err;
     }
-    if (HasConstantAxis(*g)) g->fill = fill->untyped_data();
+    g->fill = fill->untyped_data();
   }
   return CheckShape(platform, name, like_output, dt, od, output_dims.size());
 }

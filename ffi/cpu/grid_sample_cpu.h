@@ -211,7 +211,8 @@ GS_CPU_INLINE void AxisTaps(const T* grid, int64_t count, int64_t size, int64_t 
 // Pass 2 of FillTaps for point b: the tensor product of the axes' taps, in
 // tap order, out-of-range taps with offset -1. Returns whether the point is
 // full: every tap in range and each x-run of kT1 taps contiguous in memory
-// (bicubic border / reflection taps may repeat near the edges).
+// (bicubic border / reflection taps may repeat near the edges, wrap taps at
+// the seam are not), and for bilinear its two rows distinct.
 template <typename T, int K, int kInterp>
 GS_CPU_INLINE bool ProductTaps(const Geometry& g, bool need_grad, int64_t b,
                                TapBlock<T, K, kInterp>* tb) {
@@ -233,6 +234,9 @@ GS_CPU_INLINE bool ProductTaps(const Geometry& g, bool need_grad, int64_t b,
   bool full = ix[0] >= 0;
   for (int i = 1; i < kT1; ++i) full &= ix[i] == ix[0] + i;
   for (int j = 0; j < kT1; ++j) full &= iy[j] >= 0;
+  // Bilinear reads and writes its two rows together (TapRowPair): they must be two rows
+  // (wrap on an axis of size 1 gives one row twice).
+  if constexpr (kT1 == 2) full &= iy[0] != iy[1];
   for (int l = 0; l < kTz; ++l) full &= iz[l] >= 0;
   for (int l = 0; l < kTz; ++l) {
     for (int j = 0; j < kT1; ++j) {
