@@ -7,7 +7,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._fill import fill_vjp, term_params
+from ._enums import Padding
+from ._fill import term_params
+from ._fill_gradients import fill_gradients
 from ._primitives import grid_sample_backward_op, grid_sample_op
 from ._validate import (
     check_bool,
@@ -190,20 +192,22 @@ def grid_sample_backward(
     check_grad_output(grad_output, input, grid, dict(params)["channels_last"])
     mask = check_output_mask(output_mask)
     input_grad, grid_grad = grid_sample_backward_op(grad_output, input, grid, params, mask[:2])
-    if len(mask) == 2:
-        if fill is not None and mask[1]:
-            grid_grad = grid_grad + fill_vjp(grad_output, fill, grid, **fill_params)[0]
-        return input_grad, grid_grad
-    fill_grad = None
-    if fill is None and reads_fill(fill_params["padding"]):
-        fill = jax.numpy.zeros((), input.dtype)  # "zeros": the fill value 0
-    if fill is not None and (mask[1] or mask[2]):
-        fill_grid_grad, fill_grad = fill_vjp(grad_output, fill, grid, **fill_params)
-        if mask[1]:
+    want_fill = len(mask) == 3 and mask[2]
+    grid_part = mask[1] and fill is not None  # a fill value of 0 adds nothing to the grid's
+    if want_fill and fill is None and reads_fill(fill_params["padding"]):
+        fill = jnp.zeros((), input.dtype)  # "zeros": "constant" with the fill value 0
+        fill_params = dict(fill_params, padding=tuple(
+            int(Padding.CONSTANT) if p == Padding.ZEROS else p for p in fill_params["padding"]))
+    fill_grad = jnp.zeros((), input.dtype) if want_fill else None  # no tap reads a fill value
+    if fill is not None and (grid_part or want_fill):
+        fill_grid_grad, fill_grad = fill_gradients(
+            grad_output, fill, grid, output_mask=(grid_part, want_fill),
+            implementation=dict(params)["implementation"], **fill_params)
+        if grid_part:
             grid_grad = grid_grad + fill_grid_grad
-    elif mask[2]:
-        fill_grad = jax.numpy.zeros((), input.dtype)  # no tap reads a fill value
-    return input_grad, grid_grad, fill_grad if mask[2] else None
+    if len(mask) == 2:
+        return input_grad, grid_grad
+    return input_grad, grid_grad, fill_grad
 
 
 __all__ = ["grid_sample", "grid_sample_backward"]

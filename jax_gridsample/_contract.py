@@ -9,9 +9,11 @@ attribute and a uint8 workspace result, the Ascend targets a ``deterministic`` a
 
 Version 2 of the CPU and CUDA targets (``jax_gridsample_{forward,backward}_v2``) takes
 ``padding`` as an int64 array, one code per grid component (x, y[, z]), where version 1 took
-one int64 for every axis: per-axis modes and "wrap" (4) do not fit that. Its codes are 0, 1, 2
-and 4; "constant" (3) is "zeros" inside the target plus a term XLA adds around it
-(``_fill.py``), so an artifact carries it as ordinary HLO. Everything else is version 1's.
+one int64 for every axis: per-axis modes and "wrap" (4) do not fit that. The forward takes a
+third operand, the fill value of each channel, and the code 3 ("constant") beside 0, 1, 2 and
+4; the backward computes the "zeros" gradients of a "constant" call, and
+``jax_gridsample_fill_backward_v2`` (the CPU's; XLA's HLO elsewhere) the fill term's.
+Everything else is version 1's.
 Version 1's handlers stay registered, unchanged: artifacts exported before version 2 call them.
 The Ascend targets stay at version 1: aclnn takes one of zeros, border and reflection for every
 axis, which version 1's attribute holds.
@@ -51,6 +53,10 @@ BACKWARD_TARGET = "jax_gridsample_backward_v2"
 ASCEND_FORWARD_TARGET = "jax_gridsample_ascend_forward_v1"
 ASCEND_BACKWARD_TARGET = "jax_gridsample_ascend_backward_v1"
 
+# The gradients of "constant" padding's fill term, version 2 (the CPU only; elsewhere XLA
+# computes them: _fill_gradients.py).
+FILL_BACKWARD_TARGET = "jax_gridsample_fill_backward_v2"
+
 # Version 1 of the CPU and CUDA targets (one padding code for every axis): registered for the
 # artifacts that call them, no longer lowered to.
 FORWARD_TARGET_V1 = "jax_gridsample_forward_v1"
@@ -66,8 +72,8 @@ ALIASES = {
 }
 """Other names of a target: registered with the same handler, for artifacts that call them."""
 
-RELEASED_TARGETS = (FORWARD_TARGET, BACKWARD_TARGET, FORWARD_TARGET_V1, BACKWARD_TARGET_V1,
-                    ASCEND_FORWARD_TARGET, ASCEND_BACKWARD_TARGET, *ALIASES)
+RELEASED_TARGETS = (FORWARD_TARGET, BACKWARD_TARGET, FILL_BACKWARD_TARGET, FORWARD_TARGET_V1,
+                    BACKWARD_TARGET_V1, ASCEND_FORWARD_TARGET, ASCEND_BACKWARD_TARGET, *ALIASES)
 """Every target name an artifact exported by any released version may call."""
 
 

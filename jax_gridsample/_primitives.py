@@ -31,7 +31,8 @@ from ._compat import (
     register_partitioned_lowering,
 )
 from ._enums import Padding
-from ._fill import add_fill, fill_vjp, term_params
+from ._fill import add_fill, term_params
+from ._fill_gradients import fill_gradients
 from ._reference import grid_for_aclnn, grid_sample_backward_reference, grid_sample_reference
 from ._sharding import forward_sharding, lower_partitioned
 from ._validate import output_shape
@@ -329,9 +330,12 @@ def _op_backward(params, residuals, grad_output):
         padding=zeros_for_constant(padding), **params)
     if Padding.CONSTANT not in padding:
         return input_grad, grid_grad, jax.numpy.zeros_like(fill)
-    fill_grid_grad, fill_grad = fill_vjp(grad_output, fill, grid, **term_params(
-        input.shape, params["channels_last"], interpolation=params["interpolation"],
-        padding=padding, align_corners=params["align_corners"]))
+    fill_grid_grad, fill_grad = fill_gradients(
+        grad_output, fill, grid, output_mask=(True, True),
+        implementation=params["implementation"],
+        **term_params(input.shape, params["channels_last"],
+                      interpolation=params["interpolation"], padding=padding,
+                      align_corners=params["align_corners"]))
     return input_grad, grid_grad + fill_grid_grad, fill_grad
 
 

@@ -179,10 +179,25 @@ def _auto(mesh):
     return mesh.update_axis_types({a: AxisType.Auto for a in explicit})
 
 
+def fill_backward_signature(dims: int, channels_last: bool,
+                            output_mask: Sequence[bool]) -> Signature:
+    """The fill term's gradients (_fill.py): operands (fill, grad_output, grid), results the
+    grid's part (a sum over the channels) and the fill value's (over the batch and points)."""
+    points = tuple(f"p{i}" for i in range(dims))
+    output = (BATCH, *points, CHANNELS) if channels_last else (BATCH, CHANNELS, *points)
+    grid = (BATCH, *points, COORDINATE)
+    wanted = [(grid, (CHANNELS,)), ((CHANNELS,), (BATCH, *points))]
+    results = [r for r, on in zip(wanted, output_mask, strict=True) if on]
+    return Signature(((CHANNELS,), output, grid), tuple(r for r, _ in results), (COORDINATE,),
+                     tuple(s for _, s in results))
+
+
 def lower_partitioned(fn: Callable, ctx, *args, channels_last: bool,
-                      output_mask: Sequence[bool] | None = None, **_):
-    """Lower ``fn`` on the forward's (input, grid) or the backward's (grad_output, input, grid),
-    partitioned over batch, points and channels; ``output_mask`` given means the backward.
+                      output_mask: Sequence[bool] | None = None, sig: Signature | None = None,
+                      **_):
+    """Lower ``fn`` on the forward's (fill, input, grid) or the backward's (grad_output, input,
+    grid), partitioned over batch, points and channels; ``output_mask`` given means the backward
+    (``sig``: another op's signature, with its ``output_mask``).
 
     Under explicit mesh axes the operands are traced with those axes made automatic: the result
     types were settled by the abstract evaluation, and the computation inside (the reference's
@@ -190,7 +205,8 @@ def lower_partitioned(fn: Callable, ctx, *args, channels_last: bool,
     """
     dims = len(ctx.avals_in[-1].shape) - 2
     backward = output_mask is not None
-    op = partitioned(fn, signature(dims, channels_last, output_mask), multiple_results=backward)
+    sig = signature(dims, channels_last, output_mask) if sig is None else sig
+    op = partitioned(fn, sig, multiple_results=backward)
     meshes = [a.sharding.mesh for a in ctx.avals_in if getattr(a, "sharding", None) is not None]
     auto = next((m for m in map(_auto, meshes) if m is not None), None)
     if auto is None:

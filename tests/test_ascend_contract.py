@@ -958,7 +958,7 @@ def test_constant_runs_on_aclnn_as_zeros_plus_the_fill_term(sim, ascend_kernel):
     the fill term and its gradients; the result and all three gradients are the reference's."""
     x, g, _ = make_data(2, jnp.float32)
     g = 1.6 * g  # many taps outside
-    fill = jnp.asarray([0.5, -1.0], jnp.float32)[: x.shape[1]]
+    fill = jnp.asarray([0.5, -1.0, 2.0], jnp.float32)
 
     def loss(x, g, f, implementation):
         out = jax_gridsample.grid_sample(x, g, padding_mode="constant", fill_value=f,

@@ -174,6 +174,21 @@ def native_backward(grad_output, x, grid, interpolation, padding, align_corners,
     return gi, gg
 
 
+def native_fill_backward(grad_output, grid, spatial, interpolation, padding, align_corners,
+                         channels_last=False, mask=(True, True)):
+    """The CPU's fill backward target (grad_output NC* whatever the layout): the fill term's
+    grid gradient and fill gradient, fill_values(C)."""
+    gol = _to_layout(jnp.asarray(grad_output), channels_last)
+    grid = jnp.asarray(grid)
+    c = grad_output.shape[1]
+    results = [jax.ShapeDtypeStruct(s, gol.dtype)
+               for s, m in ((grid.shape, mask[0]), ((c,), mask[1])) if m]
+    return jax.ffi.ffi_call(_contract.FILL_BACKWARD_TARGET, results)(
+        gol, grid, jnp.asarray(fill_values(c, gol.dtype)),
+        **_attrs(interpolation, padding, align_corners, channels_last, grid.shape[-1]),
+        spatial=np.asarray(spatial, np.int64), grid_mask=bool(mask[0]), fill_mask=bool(mask[1]))
+
+
 def torch_oracle(x, grid, grad_output, mode, padding, align_corners):
     """PyTorch's float64 output and gradients (output only when grad_output is None)."""
     tx = torch.tensor(np.asarray(x, np.float64), requires_grad=grad_output is not None)
@@ -314,6 +329,43 @@ def test_constant_forward_matches_oracle(case, padding):
             out = native_forward(x, grid, MODES[mode], pad_code(padding), align_corners,
                                  channels_last)
             assert_close(out, expected, TOL[dtype], f"{dtype} cl={channels_last}")
+
+
+@pytest.mark.skipif(ON_CUDA, reason="the CPU's fill backward")
+@pytest.mark.parametrize("padding", ["constant", "mixed-constant"])
+@pytest.mark.parametrize("case", [c[:2] + c[3:] for c in ALL_CASES if c[2] == "zeros"],
+                         ids=lambda c: f"{c[0]}d-{c[1]}-{'ac' if c[2] else 'noac'}")
+def test_fill_backward_matches_reference(case, padding):
+    """The fill backward target (one pass over grad_output) against the float64 reference's
+    fill term gradients (_fill.fill_vjp): each dtype, both layouts for float64, each gradient
+    alone too; chunks of points across tasks (more than 4096 points in one batch element)."""
+    from jax_gridsample._fill import fill_vjp, term_params
+
+    dims, mode, align_corners = case
+    rng = np.random.default_rng(_seed(f"fill{case}{padding}"))
+    codes = pad_codes(padding, dims)
+    for dtype, layouts in (("float64", (False, True)), ("float32", (bool(rng.integers(2)),)),
+                           ("bfloat16", (bool(rng.integers(2)),))):
+        out_spatial = (70, 61) if dims == 2 else (17, 16, 17)
+        x, grid, go = random_case(dims, rng, dtype=DTYPES[dtype], quantize=dtype != "float64",
+                                  out_spatial=out_spatial)
+        grid = (grid * 1.5).astype(DTYPES[dtype])
+        params = term_params(x.shape, False, interpolation=MODES[mode], padding=codes,
+                             align_corners=align_corners)
+        want = fill_vjp(*(jnp.asarray(np.asarray(a, np.float64)) for a in (
+            go, fill_values(x.shape[1], DTYPES[dtype]), grid)), **params)
+        for channels_last in layouts:
+            got = native_fill_backward(go, grid, x.shape[2:], MODES[mode], codes, align_corners,
+                                       channels_last)
+            tol = TOL[dtype] * 10  # sums over every point
+            for name, a, e in zip(("grid", "fill"), got, want, strict=True):
+                assert_close(a, e, tol, f"{name} {dtype} cl={channels_last}")
+        for mask in ((True, False), (False, True)):
+            (alone,) = native_fill_backward(go, grid, x.shape[2:], MODES[mode], codes,
+                                            align_corners, mask=mask)
+            np.testing.assert_array_equal(np.asarray(alone), np.asarray(
+                native_fill_backward(go, grid, x.shape[2:], MODES[mode], codes,
+                                     align_corners)[mask.index(True)]))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -659,6 +711,9 @@ def _gradients_bytes():
         gi, gg = native_backward(go, x, grid, MODES[mode], pad_code(padding), False,
                                  deterministic=True)
         results.append((np.asarray(gi).tobytes(), np.asarray(gg).tobytes()))
+    if not ON_CUDA:  # the fill value's gradients: a sum over tasks in a fixed order
+        results.append(tuple(np.asarray(r).tobytes() for r in native_fill_backward(
+            go, grid, x.shape[2:], MODES["bilinear"], (3, 1), False)))
     return results
 
 
@@ -1113,6 +1168,13 @@ G = jnp.zeros((1, 3, 4, 2), jnp.float32)
                             padding=np.array([3, 0])), r"padding\[0\] must be .* or 4 \(wrap\)"),
     (lambda: _call_forward(X, G, padding=np.array([0, 0, 0])), "one mode per grid component"),
     (lambda: _call_forward(X, G, padding=np.int64(0)), "expected array"),
+    # the fill backward: a "constant" axis, the spatial sizes of the grid's rank, its results
+    (lambda: native_fill_backward(np.zeros((1, 2, 3, 4), np.float32), G, (4, 5), 0, (0, 1),
+                                  False), "has no 3 \\(constant\\)"),
+    (lambda: native_fill_backward(np.zeros((1, 2, 3, 4), np.float32), G, (4, 5, 6), 0, (3, 1),
+                                  False), "attribute spatial \\(3 sizes\\)"),
+    (lambda: native_fill_backward(np.zeros((1, 2, 3, 5), np.float32), G, (4, 5), 0, (3, 1),
+                                  False), r"grad_output has shape \(1, 2, 3, 5\)"),
     # version 1: one code for every axis, and no wrap
     (lambda: _call_forward(X, G, padding=np.int64(4), target=_contract.FORWARD_TARGET_V1),
      r"padding must be 0 \(zeros\), 1 \(border\), 2 \(reflection\), got 4"),
@@ -1158,6 +1220,7 @@ G = jnp.zeros((1, 3, 4, 2), jnp.float32)
                             grid_mask=False),
      r"output shape \(1, 4096, 0, 1125899906842624\) is too large"),
 ], ids=["interpolation", "padding", "fill-shape", "fill-dtype", "backward-constant",
+        "fill-backward-no-constant", "fill-backward-spatial", "fill-backward-grad-output",
         "padding-length", "padding-scalar",
         "padding-v1-wrap", "grid-last-dim", "rank-mismatch", "batch", "output-shape",
         "grid-dtype", "output-dtype", "int-dtype", "zero-spatial", "rank-3", "result-count",

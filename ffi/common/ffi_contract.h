@@ -74,6 +74,25 @@ auto BindBackward(Binding&& binding) {
       .template Attr<bool>("grid_mask");
 }
 
+// Version 2's fill backward (CPU only: jax_gridsample_fill_backward_v2): the
+// gradients of "constant" padding's fill term. Operands grad_output, grid and
+// the fill value; results grad_grid (that term's part) and grad_fill, each
+// only where grid_mask / fill_mask asks; the sampling attributes, with at
+// least one "constant" axis, and `spatial`, the input's spatial sizes (the
+// target takes no input buffer).
+template <typename Binding>
+auto BindFillBackward(Binding&& binding) {
+  namespace ffi = xla::ffi;
+  return BindSamplingAttrs<PaddingV2>(std::forward<Binding>(binding)
+                                          .template Arg<ffi::AnyBuffer>()  // grad_output
+                                          .template Arg<ffi::AnyBuffer>()  // grid
+                                          .template Arg<ffi::AnyBuffer>()  // fill
+                                          .RemainingRets())                // grad_grid?, grad_fill?
+      .template Attr<ffi::Span<const int64_t>>("spatial")
+      .template Attr<bool>("grid_mask")
+      .template Attr<bool>("fill_mask");
+}
+
 }  // namespace gs_ffi
 
 #endif  // JAX_GRIDSAMPLE_FFI_COMMON_FFI_CONTRACT_H_

@@ -172,13 +172,13 @@ inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t*
 // attribute, one code (version 1) or one per axis (version 2; SetPadding).
 // `fill`: version 2's forward's fill operand (C values of the input's dtype,
 // read only with a "constant" axis), nullptr for the targets without one.
-inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input,
-                               const ffi::AnyBuffer& grid, const char* name,
-                               const ffi::AnyBuffer& like_output, int64_t interpolation,
-                               ffi::Span<const int64_t> padding, bool align_corners,
-                               bool channels_last, Geometry* g,
-                               const ffi::AnyBuffer* fill = nullptr) {
-  const ffi::DataType dt = input.element_type();
+// The input is given by its dtype `dt` and dims `id` (MakeGeometry: of a buffer).
+inline ffi::Error MakeGeometryOf(const char* platform, ffi::DataType dt,
+                                 ffi::Span<const int64_t> id, const ffi::AnyBuffer& grid,
+                                 const char* name, const ffi::AnyBuffer& like_output,
+                                 int64_t interpolation, ffi::Span<const int64_t> padding,
+                                 bool align_corners, bool channels_last, Geometry* g,
+                                 const ffi::AnyBuffer* fill = nullptr) {
   if (dt != ffi::DataType::F16 && dt != ffi::DataType::BF16 && dt != ffi::DataType::F32 &&
       dt != ffi::DataType::F64) {
     return InvalidArgument(platform, "input has an unsupported dtype; expected float16, "
@@ -195,7 +195,6 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
                                          std::to_string(interpolation));
   }
   const auto gd = grid.dimensions();
-  const auto id = input.dimensions();
   if (gd.size() != 4 && gd.size() != 5) {
     return InvalidArgument(platform, "grid must have rank 4 (2D) or 5 (3D), got shape " +
                                          DimsToString(gd));
@@ -255,6 +254,17 @@ inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input
     g->fill = fill->untyped_data();
   }
   return CheckShape(platform, name, like_output, dt, od, output_dims.size());
+}
+
+inline ffi::Error MakeGeometry(const char* platform, const ffi::AnyBuffer& input,
+                               const ffi::AnyBuffer& grid, const char* name,
+                               const ffi::AnyBuffer& like_output, int64_t interpolation,
+                               ffi::Span<const int64_t> padding, bool align_corners,
+                               bool channels_last, Geometry* g,
+                               const ffi::AnyBuffer* fill = nullptr) {
+  return MakeGeometryOf(platform, input.element_type(), input.dimensions(), grid, name,
+                        like_output, interpolation, padding, align_corners, channels_last, g,
+                        fill);
 }
 
 // The backward's results (RemainingRets): one per true mask entry, grad_input

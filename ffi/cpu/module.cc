@@ -10,6 +10,7 @@ XLA_FFI_Error* GridSampleForwardCpu(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleBackwardCpu(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleForwardCpuV1(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleBackwardCpuV1(XLA_FFI_CallFrame* call_frame);
+XLA_FFI_Error* GridSampleFillBackwardCpu(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleForwardCpuWithStrategy(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleBackwardCpuWithStrategy(XLA_FFI_CallFrame* call_frame);
 }
@@ -27,6 +28,7 @@ NB_MODULE(_cpu_kernels, m) {
              {"jax_gridsample_backward_v2", GridSampleBackwardCpu},
              {"jax_gridsample_forward_v1", GridSampleForwardCpuV1},
              {"jax_gridsample_backward_v1", GridSampleBackwardCpuV1},
+             {"jax_gridsample_fill_backward_v2", GridSampleFillBackwardCpu},
              {"jax_gridsample_forward_with_strategy", GridSampleForwardCpuWithStrategy},
              {"jax_gridsample_backward_with_strategy", GridSampleBackwardCpuWithStrategy}});
       },

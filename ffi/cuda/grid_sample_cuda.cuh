@@ -132,6 +132,25 @@ struct PointTaps {
     }
   }
 
+  // "constant" padding: the fill value's weight 1 - W (gs::AddInsideWeight's
+  // order: W the product over the fill axes, x first).
+  __device__ __forceinline__ T Outside(const Params<I>& p) const {
+    T inside = T(1);
+    auto axis = [&](const auto& t, int a) {
+      if (!gs::ReadsFill(p.padding[a])) return;
+      T s = T(0);
+#pragma unroll
+      for (int i = 0; i < static_cast<int>(sizeof(t.w) / sizeof(T)); ++i) {
+        s = gs::AddInsideWeight(s, t.idx[i], t.w[i]);
+      }
+      inside = inside * s;
+    };
+    axis(x, 0);
+    axis(y, 1);
+    if constexpr (K == 3) axis(z, 2);
+    return T(1) - inside;
+  }
+
   // f(t, valid, offset, weight, i, j, l) for every tap t in the fixed order
   // z-major, then y, then x (offset is meaningful only when valid).
   template <typename F>

@@ -20,10 +20,13 @@
 namespace gs_cuda {
 namespace {
 
+// `fill`: with a "constant" axis, the fill value of each channel (added with
+// the weight of the taps outside); nullptr otherwise.
 template <typename Fmt, int K, int kInterp, typename I>
 __global__ void __launch_bounds__(kThreads)
     ForwardKernel(Params<I> p, const typename Fmt::Storage* __restrict__ input,
                   const typename Fmt::Storage* __restrict__ grid,
+                  const typename Fmt::Storage* __restrict__ fill,
                   typename Fmt::Storage* __restrict__ output) {
   using T = typename Fmt::Compute;
   const I total = p.n * p.points * p.cgroups;
@@ -51,6 +54,7 @@ __global__ void __launch_bounds__(kThreads)
     const I c_end = c_begin + p.cchunk < p.c ? c_begin + p.cchunk : p.c;
     const typename Fmt::Storage* src = input + n * p.in_sn;
     typename Fmt::Storage* dst = output + n * p.out_sn + pnt * p.out_sp;
+    const T outside = fill != nullptr ? taps.Outside(p) : T(0);
     // A few channels in flight per thread (independent gathers) where the
     // unrolled body stays small.
 #pragma unroll(PointTaps<T, K, kInterp, I>::kTaps <= 16 ? 4 : 1)
@@ -60,20 +64,22 @@ __global__ void __launch_bounds__(kThreads)
       taps.ForEachTap(p, [&](int, bool valid, I off, T w, int, int, int) {
         if (valid) sum += w * Fmt::Load(src_c[off * p.in_ss]);
       });
+      if (fill != nullptr) sum = sum + Fmt::Load(fill[c]) * outside;
       dst[c * p.out_sc] = Fmt::Store(sum);
     }
   }
 }
 
-// `padding`: one code for every axis (version 1) or one per axis (version 2).
-ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer grid,
-                       ffi::Result<ffi::AnyBuffer> output, int64_t interpolation,
-                       ffi::Span<const int64_t> padding, bool align_corners,
-                       bool channels_last) {
+// `padding`: one code for every axis (version 1) or one per axis (version 2);
+// `fill`: version 2's fill operand (nullptr for version 1).
+ffi::Error ForwardRun(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                      const ffi::AnyBuffer* fill, ffi::Result<ffi::AnyBuffer> output,
+                      int64_t interpolation, ffi::Span<const int64_t> padding,
+                      bool align_corners, bool channels_last) {
   gs_ffi::Geometry g;
   if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "output", *output,
                                             interpolation, padding, align_corners, channels_last,
-                                            &g);
+                                            &g, fill);
       !err.success()) {
     return err;
   }
@@ -107,17 +113,26 @@ ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer
                         <<<NumBlocks(threads), kThreads, 0, stream>>>(
                             p, reinterpret_cast<const S*>(input.untyped_data()),
                             reinterpret_cast<const S*>(grid.untyped_data()),
+                            reinterpret_cast<const S*>(g.fill),
                             reinterpret_cast<S*>(output->untyped_data()));
                     return LastCudaError("forward kernel launch");
                   });
 }
 
-// Version 1: one padding code for every axis.
+ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer grid,
+                       ffi::AnyBuffer fill, ffi::Result<ffi::AnyBuffer> output,
+                       int64_t interpolation, ffi::Span<const int64_t> padding,
+                       bool align_corners, bool channels_last) {
+  return ForwardRun(stream, input, grid, &fill, output, interpolation, padding, align_corners,
+                    channels_last);
+}
+
+// Version 1: one padding code for every axis, no fill.
 ffi::Error ForwardImplV1(cudaStream_t stream, ffi::AnyBuffer input, ffi::AnyBuffer grid,
                          ffi::Result<ffi::AnyBuffer> output, int64_t interpolation,
                          int64_t padding, bool align_corners, bool channels_last) {
-  return ForwardImpl(stream, input, grid, output, interpolation, {&padding, 1}, align_corners,
-                     channels_last);
+  return ForwardRun(stream, input, grid, nullptr, output, interpolation, {&padding, 1},
+                    align_corners, channels_last);
 }
 
 }  // namespace
