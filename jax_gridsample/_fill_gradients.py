@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _native
+from ._compat import NOT_MAPPED as _NOT_MAPPED
 from ._compat import (
     Primitive,
     ad,
@@ -27,7 +28,6 @@ from ._compat import (
     register_dce_rule,
     register_partitioned_lowering,
 )
-from ._compat import NOT_MAPPED as _NOT_MAPPED
 from ._contract import FILL_BACKWARD_TARGET
 from ._fill import fill_vjp
 from ._sharding import fill_backward_signature, lower_partitioned
