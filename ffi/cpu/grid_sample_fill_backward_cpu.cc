@@ -26,10 +26,9 @@
 namespace gs_cpu {
 namespace {
 
-// Points per task, all read at once: each channel's run of grad_output is then
-// long enough for the hardware prefetchers (grad_output is seldom in a cache
-// by then: the backward target has streamed its own operands since).
+// Points per task: a multiple of the block, a fixed function of the shapes.
 constexpr int64_t kFillChunk = 4096;
+constexpr int64_t kFillBlock = 256;
 
 // One fill axis of `cnt` points (coordinate stride K): the sum of its inside
 // taps' weights, and of their derivatives times the chain factor. Its taps
@@ -51,28 +50,17 @@ GS_CPU_INLINE void AxisSums(const T* coord, int64_t cnt, int64_t size, T* sum, T
   }
 }
 
-// Per-point tables of a task: 1 - W, sum_c fill[c] grad_output[c], and per
-// axis W's derivative and the axis's sums.
-template <typename T, int K>
-struct FillTables {
-  T outside[kFillChunk], weighted[kFillChunk], dw[K][kFillChunk];
-  T sum[K][kFillChunk], dsum[K][kFillChunk];
-};
-
-// Task (n, chunk) of the pass: the chunk's points at once.
+// Task (n, chunk) of the pass for one block of points at a time.
 template <typename T, int K, int kInterp>
 GS_CPU_INLINE void FillTask(const Geometry& g, const T* grad_output, const T* grid,
                             const T* fill, int64_t n, int64_t p_begin, int64_t p_end,
-                            T* grid_grad, T* partial, FillTables<T, K>* tables) {
+                            T* grid_grad, T* partial) {
   const int64_t sizes[3] = {g.w, g.h, g.d};
-  T* outside = tables->outside;
-  T* weighted = tables->weighted;
-  auto& dw = tables->dw;
-  auto& sum = tables->sum;
-  auto& dsum = tables->dsum;
+  T outside[kFillBlock], weighted[kFillBlock], dw[K][kFillBlock];
+  T sum[K][kFillBlock], dsum[K][kFillBlock];
   if (partial != nullptr) std::fill(partial, partial + g.c, T(0));
-  {
-    const int64_t p0 = p_begin, cnt = p_end - p_begin;
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += kFillBlock) {
+    const int64_t cnt = std::min(kFillBlock, p_end - p0);
     const T* coords = grid + (n * g.points + p0) * K;
     // W and its derivatives, x first: a fill axis contributes its sums, another 1 and 0.
     for (int a = 0; a < K; ++a) {
@@ -150,10 +138,8 @@ template <typename T, int K, int kInterp>
 __attribute__((target("avx2,fma"))) void FillTaskAvx2(const Geometry& g, const T* grad_output,
                                                       const T* grid, const T* fill, int64_t n,
                                                       int64_t p_begin, int64_t p_end,
-                                                      T* grid_grad, T* partial,
-                                                      FillTables<T, K>* tables) {
-  FillTask<T, K, kInterp>(g, grad_output, grid, fill, n, p_begin, p_end, grid_grad, partial,
-                          tables);
+                                                      T* grid_grad, T* partial) {
+  FillTask<T, K, kInterp>(g, grad_output, grid, fill, n, p_begin, p_end, grid_grad, partial);
 }
 #endif
 
@@ -161,15 +147,13 @@ __attribute__((target("avx2,fma"))) void FillTaskAvx2(const Geometry& g, const T
 template <typename T, int K, int kInterp>
 void RunFillTask(const Geometry& g, const T* grad_output, const T* grid, const T* fill, int64_t n,
                  int64_t p_begin, int64_t p_end, T* grid_grad, T* partial) {
-  auto tables = NewObject<FillTables<T, K>>("fill tables");
 #if GS_CPU_HAVE_AVX2_PATH
   if (std::is_same_v<T, float> && HasAvx2Fma()) {
     return FillTaskAvx2<T, K, kInterp>(g, grad_output, grid, fill, n, p_begin, p_end, grid_grad,
-                                       partial, tables.get());
+                                       partial);
   }
 #endif
-  FillTask<T, K, kInterp>(g, grad_output, grid, fill, n, p_begin, p_end, grid_grad, partial,
-                          tables.get());
+  FillTask<T, K, kInterp>(g, grad_output, grid, fill, n, p_begin, p_end, grid_grad, partial);
 }
 
 // The pass in compute type T; grid_grad and fill_grad may be nullptr (not
