@@ -70,7 +70,7 @@ def main() -> None:
           f"{jax_gridsample.native_status()['cpu']}; {args.rounds} alternating rounds of "
           f"{args.calls} calls")
     print()
-    print("| case | pair | fwd ms | ref fwd ms | fwd ratio | fwd+bwd ms | ref fwd+bwd ms "
+    print("| case | pair | fwd ms | baseline fwd ms | fwd ratio | fwd+bwd ms | baseline fwd+bwd ms "
           "| fwd+bwd ratio |")
     print("|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)

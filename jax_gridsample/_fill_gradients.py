@@ -30,6 +30,7 @@ from ._compat import (
 )
 from ._contract import FILL_BACKWARD_TARGET
 from ._fill import fill_vjp
+from ._gradient_rules import jvp_of_reference, output_mask_dce
 from ._sharding import fill_backward_signature, lower_partitioned
 
 fill_backward_p = Primitive("jax_gridsample_fill_backward")
@@ -97,32 +98,10 @@ def _batcher(args, dims, **params):
     return outs, [0] * len(outs)
 
 
-def _dce(used_outputs, eqn):
-    """Compute only the gradients that are used."""
-    if not any(used_outputs):
-        return [False] * len(eqn.invars), None
-    used = iter(used_outputs)
-    mask = tuple(bool(wanted and next(used)) for wanted in eqn.params["output_mask"])
-    if mask == eqn.params["output_mask"]:
-        return [True] * len(eqn.invars), eqn
-    return [True] * len(eqn.invars), eqn.replace(
-        params=dict(eqn.params, output_mask=mask),
-        outvars=[v for v, u in zip(eqn.outvars, used_outputs, strict=True) if u])
-
-
-def _jvp(primals, tangents, **params):
-    """Gradients of gradients: the jax.numpy version's derivative."""
-    outputs = fill_backward_p.bind(*primals, **params)
-    tangents = [ad.instantiate_zeros(t) for t in tangents]
-    _, output_tangents = jax.jvp(functools.partial(_reference, **params), tuple(primals),
-                                 tuple(tangents))
-    return outputs, output_tangents
-
-
 fill_backward_p.def_abstract_eval(_abstract)
 fill_backward_p.def_impl(functools.partial(apply_primitive, fill_backward_p))
 batching.primitive_batchers[fill_backward_p] = _batcher
-ad.primitive_jvps[fill_backward_p] = _jvp
-register_dce_rule(fill_backward_p, _dce)
+ad.primitive_jvps[fill_backward_p] = jvp_of_reference(fill_backward_p, _reference)
+register_dce_rule(fill_backward_p, output_mask_dce)
 register_partitioned_lowering(fill_backward_p, _lowering(native=False))
 register_partitioned_lowering(fill_backward_p, _lowering(native=True), platform="cpu")

@@ -33,6 +33,7 @@ from ._compat import (
 from ._enums import Padding
 from ._fill import add_fill, term_params
 from ._fill_gradients import fill_gradients
+from ._gradient_rules import jvp_of_reference, output_mask_dce
 from ._reference import grid_for_aclnn, grid_sample_backward_reference, grid_sample_reference
 from ._sharding import forward_sharding, lower_partitioned
 from ._validate import output_shape
@@ -388,36 +389,6 @@ def _register() -> None:
 _register()
 
 
-def _backward_dce(used_outputs, eqn):
-    """Drop backward outputs nobody uses, so only the needed gradients are computed."""
-    if not any(used_outputs):
-        return [False] * len(eqn.invars), None
-    used = iter(used_outputs)
-    mask = tuple(bool(wanted and next(used)) for wanted in eqn.params["output_mask"])
-    if mask == eqn.params["output_mask"]:
-        return [True] * len(eqn.invars), eqn
-    new_eqn = eqn.replace(
-        params=dict(eqn.params, output_mask=mask),
-        outvars=[v for v, u in zip(eqn.outvars, used_outputs, strict=True) if u],
-    )
-    return [True] * len(eqn.invars), new_eqn
-
-
-register_dce_rule(grid_sample_backward_p, _backward_dce)
-
-
-def _backward_jvp(primals, tangents, **params):
-    """Forward-mode derivative of the backward, for gradients of gradients.
-
-    The values come from the primitive itself (the native kernel where there is one); the
-    tangents from differentiating the jnp reference's explicit backward, whose weights are
-    polynomials of the coordinates between the kinks.
-    """
-    outputs = grid_sample_backward_p.bind(*primals, **params)
-    tangents = [ad.instantiate_zeros(t) for t in tangents]
-    _, output_tangents = jax.jvp(functools.partial(_backward_reference, **params),
-                                 tuple(primals), tuple(tangents))
-    return outputs, output_tangents
-
-
-ad.primitive_jvps[grid_sample_backward_p] = _backward_jvp
+register_dce_rule(grid_sample_backward_p, output_mask_dce)
+ad.primitive_jvps[grid_sample_backward_p] = jvp_of_reference(grid_sample_backward_p,
+                                                             _backward_reference)
