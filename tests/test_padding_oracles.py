@@ -32,13 +32,6 @@ IMPLEMENTATIONS = implementations()
 TOL = 1e-12
 
 
-@pytest.fixture(autouse=True)
-def _x64():
-    """float64 (conftest.py turns it on for the whole suite; this keeps the file self-contained)."""
-    with jax.enable_x64(True):
-        yield
-
-
 def _unnormalize(c, size, align_corners):
     """docs/semantics.md's unnormalization, in numpy."""
     if align_corners:

@@ -18,6 +18,9 @@ import pytest
 NONE = {"all-gather": 0, "all-reduce": 0, "reduce-scatter": 0, "all-to-all": 0,
         "collective-permute": 0}
 ONE_SUM = dict(NONE, **{"all-reduce": 1})
+# the fill value's gradient adds a sum: one all-reduce more, or none where XLA combines the two
+# (jax 0.10 does, jax 0.6 does not)
+SUMS_WITH_FILL = [ONE_SUM, dict(NONE, **{"all-reduce": 2})]
 
 
 def _expect(collectives, specs, kernel_calls=2):
@@ -58,9 +61,11 @@ EXPECTED = {
     # constant: the fill gradient sums over the batch and the points (XLA combines that sum
     # with grad_input's), is sharded with the channels; its gradients are a third kernel call
     # (the fill backward); wrap as any other mode
-    "points-2d-constant-native": _expect(ONE_SUM, [[None, None, "d"], [], [None, "d"], []],
+    "points-2d-constant-native": _expect(SUMS_WITH_FILL,
+                                         [[None, None, "d"], [], [None, "d"], []],
                                          kernel_calls=3),
-    "channels-2d-constant-native": _expect(ONE_SUM, [[None, "d"], [None, "d"], [], ["d"]],
+    "channels-2d-constant-native": _expect(SUMS_WITH_FILL,
+                                           [[None, "d"], [None, "d"], [], ["d"]],
                                            kernel_calls=3),
     "batch-3d-constant-wrap-native": _expect(ONE_SUM, [["b"], ["b"], ["b"], []],
                                              kernel_calls=3),
@@ -92,7 +97,8 @@ def test_every_case_ran_on_8_devices(findings):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_sharded_case(findings, name):
     found, expected = findings["cases"][name], EXPECTED[name]
-    assert found["collectives"] == expected["collectives"]
+    allowed = expected["collectives"]
+    assert found["collectives"] in (allowed if isinstance(allowed, list) else [allowed])
     assert found["specs"] == expected["specs"]
     assert found["max_difference"] < 1e-12
     if "native" in name:
