@@ -86,12 +86,15 @@ def _scipy(image, u, mode, padding, cval):
     return out.reshape(u.shape[:-1])
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("align_corners", [False, True], ids=["noac", "ac"])
 @pytest.mark.parametrize("padding", ["constant", "wrap"])
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
 @pytest.mark.parametrize("dims", [1, 2, 3], ids=["1d", "2d", "3d"])
-def test_matches_scipy(dims, mode, padding, align_corners, implementation):
+def test_matches_scipy(dims, mode, padding, align_corners):
+    """One implementation per case, alternating, so that each meets every rank, mode, padding
+    and align_corners (test_native_parity.py holds the two to each other)."""
+    implementation = IMPLEMENTATIONS[(dims + ORDER[mode] + align_corners + (padding == "wrap"))
+                                     % len(IMPLEMENTATIONS)]
     rng = np.random.default_rng(100 * dims + 10 * ORDER[mode] + align_corners)
     spatial = SPATIAL[dims]
     fill = dict(fill_value=FILL) if padding == "constant" else {}
@@ -277,9 +280,12 @@ def _grad_case(case, dtype=np.float64):
     return arrays, kwargs
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
-@pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+@pytest.mark.parametrize("case, implementation", [
+    (case, IMPLEMENTATIONS[i % len(IMPLEMENTATIONS)]) for i, case in enumerate(GRAD_CASES)],
+    ids=[f"{c[0]}-{IMPLEMENTATIONS[i % len(IMPLEMENTATIONS)]}" for i, c in enumerate(GRAD_CASES)])
 def test_numeric_gradients(case, implementation):
+    """Finite differences in float64, one implementation per case, alternating (the native
+    gradients are held to the reference's by test_backward_native_float32_vs_reference...)."""
     (x, grid, _, *fill), kwargs = _grad_case(case)
     kwargs["implementation"] = implementation
 
