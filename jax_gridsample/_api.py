@@ -42,9 +42,7 @@ def _params(input, grid, mode, padding_mode, align_corners, implementation, layo
         implementation=check_implementation(implementation),
         deterministic=check_bool(deterministic, "deterministic"),
     )
-    fill_params = term_params(input.shape, channels_last, interpolation=int(interpolation),
-                              padding=tuple(int(p) for p in padding),
-                              align_corners=align_corners)
+    fill_params = term_params(input.shape, **params)
     return tuple(sorted(params.items())), fill, fill_params
 
 

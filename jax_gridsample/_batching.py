@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from ._compat import NOT_MAPPED as _NOT_MAPPED
 from ._enums import Padding
 from ._fill import add_fill, term_params
-from ._primitives import grid_sample_backward_p, grid_sample_p
+from ._primitives import grid_sample_backward_p, grid_sample_p, zeros_for_constant
 from ._validate import output_shape
 
 
@@ -103,7 +103,7 @@ def _with_batched_fill(args, dims, size, channels_last, padding, *, interpolatio
     fill term of each batch."""
     fill, input, grid = args
     fill_dim, input_dim, grid_dim = dims
-    zeros = tuple(Padding.ZEROS if p == Padding.CONSTANT else p for p in padding)
+    zeros = zeros_for_constant(padding)
     unbatched_fill = jnp.zeros(fill.shape[-1:], fill.dtype)
     kw = dict(channels_last=channels_last, padding=zeros, interpolation=interpolation,
               align_corners=align_corners, **params)
@@ -116,7 +116,7 @@ def _with_batched_fill(args, dims, size, channels_last, padding, *, interpolatio
         return _front(out, at, size), 0
     x_shape = _unbatched_shape(input, input_dim)
     term = functools.partial(add_fill, **term_params(
-        x_shape, channels_last, interpolation=interpolation, padding=padding,
+        x_shape, channels_last=channels_last, interpolation=interpolation, padding=padding,
         align_corners=align_corners))
     out = jax.vmap(term)(_front(out, at, size), _front(fill, fill_dim, size),
                          _front(grid, grid_dim, size))

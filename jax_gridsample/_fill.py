@@ -8,10 +8,11 @@ axis that reads no fill value (border, reflection, wrap) reads the input with ta
 sum to 1, so ``W`` is the product over the fill axes of each axis's sum of its inside taps'
 weights. It depends on the grid alone.
 
-So every implementation (the reference, and the CPU, CUDA and aclnn kernels) samples "constant"
-as "zeros" and adds this term, computed here in jax.numpy from the same per-axis taps as the
-reference. Its gradients (with respect to the fill value and the grid) are JAX's derivatives of
-it; the input gradient does not see it.
+So every implementation computes "constant" as "zeros" plus this term: the native CPU and CUDA
+forwards add it themselves, the reference and aclnn's lowering with ``add_fill`` here, from the
+same per-axis taps as the reference. ``fill_vjp`` gives its gradients (with respect to the fill
+value and the grid; the input gradient does not see it), the jax.numpy lowering of
+``_fill_gradients``.
 """
 
 from __future__ import annotations
@@ -46,14 +47,20 @@ def _axis_sums(grid, spatial, interpolation, padding, align_corners):
     return sums
 
 
+def _product(sums, grid, skip=None):
+    """The product of the axes' sums, x first (the axis ``skip`` left out); 1 for none."""
+    weight = jnp.ones(grid.shape[:-1], compute_dtype(grid.dtype))
+    for j, (total, _) in sums.items():
+        if j != skip:
+            weight = weight * total
+    return weight
+
+
 def inside_weight(grid: jax.Array, spatial: tuple[int, ...], interpolation: int,
                   padding: tuple[int, ...], align_corners: bool) -> jax.Array:
     """``W`` of every output point, ``(N, *So)`` in the compute dtype (1 without a fill axis):
     the product of the fill axes' sums, x first."""
-    weight = jnp.ones(grid.shape[:-1], compute_dtype(grid.dtype))
-    for total, _ in _axis_sums(grid, spatial, interpolation, padding, align_corners).values():
-        weight = weight * total
-    return weight
+    return _product(_axis_sums(grid, spatial, interpolation, padding, align_corners), grid)
 
 
 def fill_term(fill: jax.Array, grid: jax.Array, spatial: tuple[int, ...], channels: int,
@@ -86,9 +93,7 @@ def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatia
     """
     ctype = compute_dtype(grid.dtype)
     sums = _axis_sums(grid, spatial, interpolation, padding, align_corners)
-    weight = jnp.ones(grid.shape[:-1], ctype)
-    for total, _ in sums.values():
-        weight = weight * total
+    weight = _product(sums, grid)
     gout = grad_output.astype(ctype)
     fill_c = jnp.broadcast_to(fill.astype(ctype), (channels,))
     # Reductions XLA's CPU backend runs fast: over the leading and trailing axes, and over the
@@ -102,24 +107,18 @@ def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatia
         weighted = jnp.sum(flat * fill_c[:, None], axis=1).reshape(weight.shape)
     if fill.ndim == 0:
         fill_grad = jnp.sum(fill_grad)
-    components = []
-    for j in range(grid.shape[-1]):
-        if j not in sums:
-            components.append(jnp.zeros(grid.shape[:-1], ctype))
-            continue
-        others = jnp.ones_like(weight)
-        for i, (total, _) in sums.items():
-            if i != j:
-                others = others * total
-        components.append(-weighted * others * sums[j][1])
+    components = [-weighted * _product(sums, grid, skip=j) * sums[j][1] if j in sums
+                  else jnp.zeros(grid.shape[:-1], ctype) for j in range(grid.shape[-1])]
     grid_grad = jnp.stack(components, -1)
     return grid_grad.astype(grid.dtype), fill_grad.astype(fill.dtype)
 
 
-def term_params(input_shape, channels_last: bool, **params) -> dict:
-    """The fill term's parameters of a call: the input's spatial sizes (D, H, W or H, W) and
-    channel count, and ``params`` (interpolation, padding, align_corners)."""
+def term_params(input_shape, *, channels_last: bool, interpolation: int,
+                padding: tuple[int, ...], align_corners: bool, **_) -> dict:
+    """The fill term's parameters of a call from the input's shape and the call's parameters
+    (the primitives' ``params`` will do; the rest of them is ignored)."""
     spatial = input_shape[1:-1] if channels_last else input_shape[2:]
     channels = input_shape[-1] if channels_last else input_shape[1]
-    return dict(params, spatial=tuple(int(s) for s in spatial), channels=int(channels),
-                channels_last=channels_last)
+    return dict(spatial=tuple(int(s) for s in spatial), channels=int(channels),
+                channels_last=channels_last, interpolation=int(interpolation),
+                padding=tuple(int(p) for p in padding), align_corners=align_corners)

@@ -70,10 +70,9 @@ def _forward_reference(fill, input, grid, *, interpolation, padding, align_corne
                                    align_corners, channels_last)
     if Padding.CONSTANT not in padding:
         return output
-    return add_fill(output, fill, grid, **term_params(input.shape, channels_last,
-                                                      interpolation=interpolation,
-                                                      padding=padding,
-                                                      align_corners=align_corners))
+    return add_fill(output, fill, grid, **term_params(
+        input.shape, channels_last=channels_last, interpolation=interpolation, padding=padding,
+        align_corners=align_corners))
 
 
 def _backward_reference(grad_output, input, grid, *, interpolation, padding, align_corners,
@@ -239,9 +238,8 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
                 # "zeros" on the kernel, then the fill term on the call's own grid
                 fill, input, grid = operands
                 sampled = dict(params, padding=zeros_for_constant(params["padding"]))
-                return add_fill(call_kernel(operands, sampled), fill, grid, **term_params(
-                    input.shape, params["channels_last"], interpolation=params["interpolation"],
-                    padding=params["padding"], align_corners=params["align_corners"]))
+                return add_fill(call_kernel(operands, sampled), fill, grid,
+                                **term_params(input.shape, **params))
             original = operands[-2].dtype
             wanted = None
             if kernel.compute_dtype is not None:
@@ -334,9 +332,7 @@ def _op_backward(params, residuals, grad_output):
     fill_grid_grad, fill_grad = fill_gradients(
         grad_output, fill, grid, output_mask=(True, True),
         implementation=params["implementation"],
-        **term_params(input.shape, params["channels_last"],
-                      interpolation=params["interpolation"], padding=padding,
-                      align_corners=params["align_corners"]))
+        **term_params(input.shape, padding=padding, **params))
     return input_grad, grid_grad + fill_grid_grad, fill_grad
 
 

@@ -350,8 +350,8 @@ def test_fill_backward_matches_reference(case, padding):
         x, grid, go = random_case(dims, rng, dtype=DTYPES[dtype], quantize=dtype != "float64",
                                   out_spatial=out_spatial)
         grid = (grid * 1.5).astype(DTYPES[dtype])
-        params = term_params(x.shape, False, interpolation=MODES[mode], padding=codes,
-                             align_corners=align_corners)
+        params = term_params(x.shape, channels_last=False, interpolation=MODES[mode],
+                             padding=codes, align_corners=align_corners)
         want = fill_vjp(*(jnp.asarray(np.asarray(a, np.float64)) for a in (
             go, fill_values(x.shape[1], DTYPES[dtype]), grid)), **params)
         for channels_last in layouts:
