@@ -56,8 +56,9 @@ def _backward_extra(deterministic=None) -> dict:
 
 MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
 PADDINGS = {"zeros": 0, "border": 1, "reflection": 2, "wrap": 4}
-# One mode per axis (x, y, z; the first two in 2D): "mixed" wraps x (its seam breaks the pairs of
-# contiguous taps the bilinear sampler reads) beside zeros and reflection.
+# One mode per axis (x, y, z; the first two in 2D): "mixed" wraps x (its seam points, whose two
+# taps are not contiguous, are summed apart from the bilinear sampler's pairs) beside zeros and
+# reflection.
 # "constant" (fill_values(C)): forward only, the backward target takes "zeros" in its place
 # (the fill term's gradients are XLA's: test_padding_oracles.py).
 CONSTANT = {"constant": 3}

@@ -22,11 +22,9 @@ namespace gs_cpu {
 bool SamplesPairs(const Geometry& g, int64_t interpolation) {
   // Up to 2^24 indices along an axis, i0 + 1 is exact in float32, so a point
   // whose two taps along that axis are in range has them at i0 and i0 + 1
-  // (not under wrap, whose taps at the seam are size - 1 and 0).
+  // (but at a wrap axis's seam: size - 1 and 0, see FillSeamTaps).
   constexpr int64_t kExact = int64_t{1} << 24;
-  auto fits = [&](int a, int64_t size) {
-    return size >= 2 && size <= kExact && g.axis_padding[a] != gs::kWrap;
-  };
+  auto fits = [&](int, int64_t size) { return size >= 2 && size <= kExact; };
   return interpolation == gs::kBilinear && !g.channels_last && fits(0, g.w) && fits(1, g.h) &&
          (g.k == 2 || fits(2, g.d));
 }
@@ -124,6 +122,49 @@ void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
   }
 }
 
+// Whether a call has a "wrap" axis, whose seam points the pairs do not
+// cover (FillSeamTaps).
+static bool HasWrapAxis(const Geometry& g) {
+  for (int a = 0; a < g.k; ++a) {
+    if (g.axis_padding[a] == gs::kWrap) return true;
+  }
+  return false;
+}
+
+// Bilinear pairs with a "wrap" axis: the groups of 16 points of the block,
+// those without a seam point (as FillPairs marked them in seam_mask) first;
+// the seam points, listed in seam_points; and their gather tables (off, w;
+// FillSoaTaps on their coordinates alone), so that SeamSums gives each its
+// gather path's sum: the same bits as every other strategy's. Their fill
+// weights stay FillPairs's.
+template <int K, int kInterp>
+void FillSeamTaps(const float* __restrict grid, int cnt, const Geometry& g,
+                  SoaTaps<K, kInterp>* __restrict st) {
+  const int cnt16 = cnt & ~15;
+  int m = 0;
+  auto list_seams = [&](int b0, int b1) {
+    for (int b = b0; b < b1; ++b) {
+      st->seam_points[m] = b;
+      m += st->seam_mask[b] & 1;
+    }
+  };
+  for (int b = 0; b < cnt16; b += 16) {
+    int32_t any = 0;
+    for (int i = 0; i < 16; ++i) any |= st->seam_mask[b + i];
+    st->group_seams[b / 16] = any;
+    if (any != 0) list_seams(b, b + 16);
+  }
+  list_seams(cnt16, cnt);
+  st->seam_count = m;
+  if (m == 0) return;
+  for (int j = 0; j < m; ++j) {
+    for (int a = 0; a < K; ++a) st->seam_grid[j * K + a] = grid[st->seam_points[j] * K + a];
+  }
+  Geometry taps_only = g;
+  taps_only.fill = nullptr;  // `outside` holds the block's weights
+  FillSoaTaps<K, kInterp>(st->seam_grid, m, taps_only, st);
+}
+
 // The pair masks of the same points (their indices computed again).
 template <int K, int kInterp>
 void FillPairMasks(const float* __restrict grid, int cnt, const Geometry& g,
@@ -191,6 +232,23 @@ GS_CPU_VECTOR_INLINE F8 GatherDot(const float* src, const SoaTaps<K, kInterp>* _
   return kTaps == 1 ? acc[0] : acc[0] + acc[1];
 }
 
+// The sums of the seam points of one plane, to seam_val at their indices.
+template <int K, int kInterp>
+GS_CPU_VECTOR_INLINE void SeamSums(const float* src, SoaTaps<K, kInterp>* __restrict st) {
+  for (int j = 0; j < st->seam_count; j += 8) {
+    const F8 v = GatherDot(src, st, j);
+    const int n = std::min(8, st->seam_count - j);
+    for (int i = 0; i < n; ++i) st->seam_val[st->seam_points[j + i]] = v[i];
+  }
+}
+
+// Lanes of the seam points of b .. b + 7 replaced with their SeamSums.
+template <int K, int kInterp>
+GS_CPU_VECTOR_INLINE F8 WithSeamSums(F8 v, const SoaTaps<K, kInterp>* __restrict st, int b) {
+  const I8 seam = LoadI8(st->seam_mask + b);
+  return (F8)(((I8)v & ~seam) | ((I8)Load8(st->seam_val + b) & seam));
+}
+
 // 2D bicubic, points b .. b + 7 of one plane: GatherDot's masked gathers,
 // summed in the separable order of every 2D bicubic forward:
 //   R_j = (wx0 v0j + wx1 v1j) + (wx2 v2j + wx3 v3j),
@@ -242,15 +300,48 @@ GS_CPU_VECTOR_INLINE F8 Dot(bool pairs, const float* src, const float* const* ro
   return GatherDot(src, st, b);
 }
 
+// One group of 16 points, from b, of one channels-first output row `dst`
+// (see RowGroups), with the lines of the next plane prefetched; kBlend: its
+// seam points' sums are SeamSums's (WithSeamSums). Accumulates `bad`.
+template <bool kStream, bool kNoMask, bool kBlend, int K, int kInterp>
+GS_CPU_VECTOR_INLINE void RowGroup(const float* __restrict src, const float* const* rows,
+                                   float* __restrict dst, int b, bool pairs, const char* next,
+                                   int64_t next_bytes, int64_t lines, int64_t* pf,
+                                   const float* outside, float fill,
+                                   const SoaTaps<K, kInterp>* __restrict st, I8 (&bad)[2]) {
+  constexpr bool kCheck = kNoMask && kInterp == gs::kBilinear;
+  if (lines == 1) {  // the common case, without a loop's overhead
+    __builtin_prefetch(next + std::min(*pf, next_bytes - 64));
+    *pf += 64;
+  } else {
+    for (int64_t l = 0; l < lines; ++l, *pf += 64) {
+      __builtin_prefetch(next + std::min(*pf, next_bytes - 64));
+    }
+  }
+  // Two groups of 8 points: independent FMA chains.
+  F8 a[2] = {Dot<kNoMask>(pairs, src, rows, st, b), Dot<kNoMask>(pairs, src, rows, st, b + 8)};
+  for (int u = 0; u < 2; ++u) {
+    if constexpr (kBlend) a[u] = WithSeamSums(a[u], st, b + 8 * u);
+    if constexpr (kCheck) bad[u] |= (I8)(a[u] - a[u]);
+    if (outside != nullptr) a[u] = a[u] + Broadcast8(fill) * Load8(outside + b + 8 * u);
+    if constexpr (kStream) {
+      StreamStore8(dst + b + 8 * u, a[u]);
+    } else {
+      Store8(dst + b + 8 * u, a[u]);
+    }
+  }
+}
+
 // The groups of 16 points (cnt16 of them) of one channels-first output row
 // `dst`, with the lines of the next plane `next` (of `next_bytes`, at least
 // 64) prefetched `lines` per group; kStream: dst is 32-byte aligned and
 // streamed. The loop is bound by instruction issue, so kStream is decided
 // once per row rather than at each store, and the common one-line prefetch
-// takes no loop.
+// takes no loop. kSeams: the groups in FillSeamTaps's order, those with seam
+// points last, their sums blended in.
 // Returns false when pairs read without masks gave a sum that is not finite.
 // With a fill value (`outside`, not nullptr), each sum plus fill * outside[b].
-template <bool kStream, bool kNoMask, int K, int kInterp>
+template <bool kStream, bool kNoMask, bool kSeams, int K, int kInterp>
 GS_CPU_VECTOR_INLINE bool RowGroups(const float* __restrict src, const float* const* rows,
                                     float* __restrict dst, int cnt16, bool pairs, const char* next,
                                     int64_t next_bytes, int64_t lines, const float* outside,
@@ -259,25 +350,13 @@ GS_CPU_VECTOR_INLINE bool RowGroups(const float* __restrict src, const float* co
   constexpr bool kCheck = kNoMask && kInterp == gs::kBilinear;
   I8 bad[2] = {I8{}, I8{}};
   int64_t pf = 0;  // the next byte of `next` to prefetch
-  // Two groups of 8 points at a time: independent FMA chains.
   for (int b = 0; b < cnt16; b += 16) {
-    if (lines == 1) {  // the common case, without a loop's overhead
-      __builtin_prefetch(next + std::min(pf, next_bytes - 64));
-      pf += 64;
+    if (kSeams && st->group_seams[b / 16] != 0) {
+      RowGroup<kStream, kNoMask, true>(src, rows, dst, b, pairs, next, next_bytes, lines, &pf,
+                                       outside, fill, st, bad);
     } else {
-      for (int64_t l = 0; l < lines; ++l, pf += 64) {
-        __builtin_prefetch(next + std::min(pf, next_bytes - 64));
-      }
-    }
-    F8 a[2] = {Dot<kNoMask>(pairs, src, rows, st, b), Dot<kNoMask>(pairs, src, rows, st, b + 8)};
-    for (int u = 0; u < 2; ++u) {
-      if constexpr (kCheck) bad[u] |= (I8)(a[u] - a[u]);
-      if (outside != nullptr) a[u] = a[u] + Broadcast8(fill) * Load8(outside + b + 8 * u);
-      if constexpr (kStream) {
-        StreamStore8(dst + b + 8 * u, a[u]);
-      } else {
-        Store8(dst + b + 8 * u, a[u]);
-      }
+      RowGroup<kStream, kNoMask, false>(src, rows, dst, b, pairs, next, next_bytes, lines, &pf,
+                                        outside, fill, st, bad);
     }
   }
   if constexpr (!kCheck) return true;
@@ -291,8 +370,8 @@ GS_CPU_VECTOR_INLINE bool RowGroups(const float* __restrict src, const float* co
 // its plane `src`: RowGroups, then the points left over (with masks). Returns
 // false when pairs read without masks gave a sum that is not finite: it may
 // come from a float that is no tap (0 * inf), so the row must be sampled
-// again with masks.
-template <bool kNoMask, int K, int kInterp>
+// again with masks. kSeams as in RowGroups.
+template <bool kNoMask, bool kSeams, int K, int kInterp>
 GS_CPU_VECTOR_INLINE bool ChannelRow(const float* __restrict src, float* __restrict dst, int cnt,
                                      bool pairs, bool stream, const char* next, int64_t next_bytes,
                                      int64_t lines, const float* outside, float fill,
@@ -305,14 +384,15 @@ GS_CPU_VECTOR_INLINE bool ChannelRow(const float* __restrict src, float* __restr
   for (int r = 0; r < kRows; ++r) rows[r] = src + (pairs ? st->pair_step[r] : 0);
   bool finite;
   if (stream && (reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
-    finite = RowGroups<true, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines,
-                                      outside, fill, st);
+    finite = RowGroups<true, kNoMask, kSeams>(src, rows, dst, cnt16, pairs, next, next_bytes,
+                                              lines, outside, fill, st);
   } else {
-    finite = RowGroups<false, kNoMask>(src, rows, dst, cnt16, pairs, next, next_bytes, lines,
-                                       outside, fill, st);
+    finite = RowGroups<false, kNoMask, kSeams>(src, rows, dst, cnt16, pairs, next, next_bytes,
+                                               lines, outside, fill, st);
   }
   auto tail = [&](int b) GS_CPU_VECTOR {
-    const F8 v = Dot<false>(pairs, src, rows, st, b);
+    F8 v = Dot<false>(pairs, src, rows, st, b);
+    if constexpr (kSeams) v = WithSeamSums(v, st, b);
     return outside == nullptr ? v : v + Broadcast8(fill) * Load8(outside + b);
   };
   if (cnt16 < cnt8) StoreOutput(dst + cnt16, tail(cnt16), stream);
@@ -325,8 +405,9 @@ GS_CPU_VECTOR_INLINE bool ChannelRow(const float* __restrict src, float* __restr
 }
 
 // Channels-first output rows of the points p0 .. p0 + cnt - 1 (one block of
-// `st`), channel after channel.
-template <int K, int kInterp>
+// `st`), channel after channel; kSeams: pairs with seam points
+// (FillSeamTaps), whose sums come first.
+template <bool kSeams, int K, int kInterp>
 GS_CPU_VECTOR_INLINE void ChannelRows(const Geometry& g, const float* __restrict input,
                                       float* __restrict output, int64_t n, int64_t p0, int cnt,
                                       bool pairs, bool stream, const float* block_grid,
@@ -351,16 +432,17 @@ GS_CPU_VECTOR_INLINE void ChannelRows(const Geometry& g, const float* __restrict
     const char* next = reinterpret_cast<const char*>(src + plane);
     const int64_t lines = prefetch && c + 1 < channels ? pf_lines : 0;
     const float fill_c = fill != nullptr ? fill[c] : 0.f;
+    if constexpr (kSeams) SeamSums(src, st);
     if (no_mask) {
-      no_mask = ChannelRow<true>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, outside,
-                                 fill_c, st);
+      no_mask = ChannelRow<true, kSeams>(src, dst, cnt, pairs, stream, next, plane_bytes, lines,
+                                         outside, fill_c, st);
     }
     if (!no_mask) {
       if constexpr (kInterp == gs::kBilinear) {
         if (pairs && !st->pair_masks_ready) FillPairMasks(block_grid, cnt, g, st);
       }
-      ChannelRow<false>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, outside, fill_c,
-                        st);
+      ChannelRow<false, kSeams>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, outside,
+                                fill_c, st);
     }
   }
 }
@@ -375,6 +457,7 @@ GS_CPU_VECTOR void ForwardGatherChunk(const Geometry& g, const float* __restrict
   using ST = SoaTaps<K, kInterp>;
   const bool stream = StreamsOutput(g);
   const bool pairs = kInterp == gs::kBilinear && SamplesPairs(g, kInterp);
+  const bool wrap_pairs = pairs && HasWrapAxis(g);
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     const float* block_grid = grid + (n * g.points + p0) * K;
@@ -383,10 +466,15 @@ GS_CPU_VECTOR void ForwardGatherChunk(const Geometry& g, const float* __restrict
         FillPairs<K, kInterp>(block_grid, cnt, g, st);
         // The points past the last group of 16 are read with masks.
         if (cnt % 16 != 0) FillPairMasks(block_grid, cnt, g, st);
+        if (wrap_pairs) FillSeamTaps(block_grid, cnt, g, st);
       }
     }
     if (!pairs) FillSoaTaps<K, kInterp>(block_grid, cnt, g, st);
-    ChannelRows(g, input, output, n, p0, cnt, pairs, stream, block_grid, st);
+    if (wrap_pairs && st->seam_count > 0) {
+      ChannelRows<true>(g, input, output, n, p0, cnt, pairs, stream, block_grid, st);
+    } else {
+      ChannelRows<false>(g, input, output, n, p0, cnt, pairs, stream, block_grid, st);
+    }
   }
   FinishOutputStores(stream);
 }

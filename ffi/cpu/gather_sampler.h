@@ -7,7 +7,8 @@
 // over the block (soa_taps.h), then channel after channel, 8 points at a
 // time: gathers of their taps (Gather8: out-of-range taps read nothing), or
 // plain loads where those are cheaper (nearest; bilinear, one 8-byte load
-// per row of a point's taps). Its results are bitwise those of every other
+// per row of a point's taps, but for the points at a "wrap" axis's seam,
+// whose sums are gathered apart). Its results are bitwise those of every other
 // forward strategy. Outputs of 1 MiB or more are written with non-temporal
 // stores (output_store.h).
 #ifndef JAX_GRIDSAMPLE_FFI_CPU_GATHER_SAMPLER_H_

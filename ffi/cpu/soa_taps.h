@@ -49,10 +49,25 @@ struct SoaTaps {
   alignas(64) float pair_w[kPairRows][2 * kPairStride];
   int32_t pair_step[kPairRows];  // j w + l h w
   // Bilinear, channels-first, per axis a and point (FillPairAxes): the
-  // weights of the pair's first and second index, 0 for one that is no tap.
+  // weights of the pair's first and second index, 0 for one that is no tap;
+  // where the axes' modes differ, the pair's first index (PairAxis).
   alignas(64) float pair_aw[K][2][kPairStride];
+  alignas(64) int32_t pair_base[K][kPairStride];
   // Whether pair_mask holds the masks of the current block (FillPairMasks).
   bool pair_masks_ready = false;
+  // Bilinear pairs with a "wrap" axis (FillSeamTaps in gather_sampler.cc).
+  // Per point, whether its two taps along a wrap axis are size - 1 and 0
+  // (the seam: not a pair), all bits set or 0; its sum is the gather path's
+  // (GatherDot on off and w, which hold the seam points alone, compacted),
+  // stored per channel to seam_val at the point's index. seam_points: the
+  // indices of the seam_count seam points; seam_grid: their coordinates.
+  // Per whole group of 16 points, whether it has a seam point (nonzero).
+  alignas(64) int32_t seam_mask[kPairStride];
+  alignas(64) float seam_val[kPairStride];
+  alignas(64) int32_t seam_points[kPairStride];
+  alignas(64) float seam_grid[K * kPairStride];
+  int32_t group_seams[kPairStride / 16];
+  int seam_count = 0;
   // With a fill value (g.fill): each point's 1 - W (FillWeights).
   alignas(64) float outside[kStride];
   // Nearest: the tap offsets with 0 for "out of range" (an address that may
@@ -153,55 +168,107 @@ GS_CPU_INLINE void FillNearestOffsets(const float* __restrict grid, int cnt, con
 }
 
 // Bilinear pairs (see FillPairs in gather_sampler.cc): per point, the
-// gs::ComputeAxisTaps of each axis and, in the same loop, what the pair
-// tables need of them: along each axis the pair's first index base =
-// min(i0, size - 2) (0 when i0 is out of range; then i1 is 0 or out of range
-// too), and the weights of indices base and base + 1 (pair_aw: a point with
-// one tap in range has its two weights swapped, so that each index carries
-// its tap's; 0 for an index that is no tap); and the offset of the point's
-// first row of taps (pair_off). With kIndices, also the tap indices, to ax
-// as AxisSoa stores them (FillPairMasks reads them).
+// gs::ComputeAxisTaps of each axis and what the pair tables need of them:
+// along each axis the pair's first index base = min(i0, size - 2) (0 when
+// i0 is out of range; then i1 is 0 or out of range too), and the weights of
+// indices base and base + 1 (pair_aw: a point with one tap in range has its
+// two weights swapped, so that each index carries its tap's; 0 for an index
+// that is no tap); the offset of the point's first row of taps (pair_off);
+// and whether its taps cross a "wrap" axis's seam (seam: -1 or 0; such a
+// point's pair tables are read, inside the plane, but its sum is another's,
+// see FillSeamTaps). With kIndices, also the tap indices, to ax as AxisSoa
+// stores them (FillPairMasks reads them).
+
+// Point b along one axis (coordinate c; ix, pw: the axis's tables): its
+// base, and whether its taps cross a wrap seam (1 or 0).
+template <int kB, bool kIndices>
+GS_CPU_VECTOR_INLINE int32_t PairTaps(float c, int64_t size, int64_t pad, bool align, int b,
+                                      int32_t (*__restrict ix)[kB], float (*__restrict pw)[kB],
+                                      int32_t* base) {
+  gs::AxisTaps<float, 2, int32_t> t;
+  gs::ComputeAxisTaps<gs::kBilinear, float, int32_t>(c, size, pad, align, &t);
+  const bool in0 = t.idx[0] >= 0, in1 = t.idx[1] >= 0;
+  const int32_t last = static_cast<int32_t>(size) - 2;
+  *base = in0 ? std::min(t.idx[0], last) : 0;
+  // Swapped when one of the two is in range, then 0 where no tap is.
+  const float first = in0 ? t.w[0] : t.w[1];
+  const float second = in1 ? t.w[1] : t.w[0];
+  pw[0][b] = in1 ? first : 0.f;
+  pw[1][b] = in0 ? second : 0.f;
+  if constexpr (kIndices) {
+    ix[0][b] = t.idx[0];
+    ix[1][b] = t.idx[1];
+  }
+  // Wrap's taps are in range; at the seam they are size - 1, then 0.
+  return (pad == gs::kWrap) & (t.idx[1] < t.idx[0]);
+}
+
+// The offset of a point's first row of taps from its bases. Every base is in
+// [0, size - 2], so the pair's last float is inside the plane (< plane <=
+// INT32_MAX, SamplesPairs), also for a point without taps (its weights are
+// all 0).
+template <int K>
+GS_CPU_VECTOR_INLINE int32_t PairOffset(const int32_t* base, int32_t w32, int32_t h32) {
+  const int32_t row = K == 3 ? base[2] * h32 + base[1] : base[1];
+  return row * w32 + base[0];
+}
+
+// The pair tables of every axis in one loop, for a padding mode common to
+// all axes: no per-axis tables written and read back.
 template <int K, int kPad, bool kAlign, int kB, bool kIndices>
 GS_CPU_VECTOR __attribute__((flatten)) void PairAxes(const float* __restrict grid, int cnt,
-                                                     const int64_t* sizes, const int64_t* pads,
+                                                     const int64_t* sizes,
                                                      int32_t (*__restrict ix)[2][kB],
                                                      float (*__restrict pw)[2][kB],
-                                                     int32_t* __restrict off) {
+                                                     int32_t* __restrict off,
+                                                     int32_t* __restrict seam) {
   const int32_t w32 = static_cast<int32_t>(sizes[0]);
   const int32_t h32 = static_cast<int32_t>(sizes[1]);
   for (int b = 0; b < cnt; ++b) {
     int32_t base[K];
+    int32_t crosses = 0;
 #pragma GCC unroll 3
     for (int a = 0; a < K; ++a) {
-      gs::AxisTaps<float, 2, int32_t> t;
-      const int64_t pad = kPad == gs_ffi::kPerAxis ? pads[a] : kPad;
-      gs::ComputeAxisTaps<gs::kBilinear, float, int32_t>(grid[b * K + a], sizes[a], pad, kAlign,
-                                                         &t);
-      const bool in0 = t.idx[0] >= 0, in1 = t.idx[1] >= 0;
-      const int32_t last = static_cast<int32_t>(sizes[a]) - 2;
-      base[a] = in0 ? std::min(t.idx[0], last) : 0;
-      // Swapped when one of the two is in range, then 0 where no tap is.
-      const float first = in0 ? t.w[0] : t.w[1];
-      const float second = in1 ? t.w[1] : t.w[0];
-      pw[a][0][b] = in1 ? first : 0.f;
-      pw[a][1][b] = in0 ? second : 0.f;
-      if constexpr (kIndices) {
-        ix[a][0][b] = t.idx[0];
-        ix[a][1][b] = t.idx[1];
-      }
+      crosses |= PairTaps<kB, kIndices>(grid[b * K + a], sizes[a], kPad, kAlign, b, ix[a], pw[a],
+                                        &base[a]);
     }
-    const int32_t row = K == 3 ? base[2] * h32 + base[1] : base[1];
-    // Every base is in [0, size - 2], so the pair's last float is inside
-    // the plane (< plane <= INT32_MAX, SamplesPairs), also for a point
-    // without taps (its weights are all 0).
-    off[b] = row * w32 + base[0];
+    seam[b] = -crosses;
+    off[b] = PairOffset<K>(base, w32, h32);
   }
 }
 
-// PairAxes for `cnt` (<= kB) points of `grid`; entries [cnt,
-// round_up(cnt, 16)) get no tap (index -1, weight 0, offset 0). The tap
-// indices are stored only with kIndices: only the reads with masks need
-// them.
+// One axis's pair tables (its bases to `bases`, its seam crossings or-ed
+// into `seam`), for the calls whose axes differ in padding: each axis's loop
+// then has its mode as a constant, and vectorizes.
+template <int K, int kPad, bool kAlign, int kB, bool kIndices>
+GS_CPU_VECTOR __attribute__((flatten)) void PairAxis(const float* __restrict coord, int cnt,
+                                                     int64_t size, int32_t (*__restrict ix)[kB],
+                                                     float (*__restrict pw)[kB],
+                                                     int32_t* __restrict bases,
+                                                     int32_t* __restrict seam) {
+  for (int b = 0; b < cnt; ++b) {
+    seam[b] |= -PairTaps<kB, kIndices>(coord[b * K], size, kPad, kAlign, b, ix, pw, &bases[b]);
+  }
+}
+
+// pair_off of the points from their per-axis bases (PairAxis).
+template <int K, int kB>
+GS_CPU_VECTOR __attribute__((flatten)) void PairOffsets(int cnt, const int64_t* sizes,
+                                                        const int32_t (*__restrict bases)[kB],
+                                                        int32_t* __restrict off) {
+  const int32_t w32 = static_cast<int32_t>(sizes[0]);
+  const int32_t h32 = static_cast<int32_t>(sizes[1]);
+  for (int b = 0; b < cnt; ++b) {
+    int32_t base[K];
+    for (int a = 0; a < K; ++a) base[a] = bases[a][b];
+    off[b] = PairOffset<K>(base, w32, h32);
+  }
+}
+
+// PairAxes (or, where the axes' modes differ, PairAxis per axis) for `cnt`
+// (<= kB) points of `grid`; entries [cnt, round_up(cnt, 16)) get no tap
+// (index -1, weight 0, offset 0). The tap indices are stored only with
+// kIndices: only the reads with masks need them.
 template <int K, bool kIndices>
 void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
                   SoaTaps<K, gs::kBilinear>* __restrict st) {
@@ -209,14 +276,25 @@ void FillPairAxes(const float* __restrict grid, int cnt, const Geometry& g,
   constexpr int kStride = ST::kStride;
   static_assert(ST::kPairStride == kStride, "bilinear pair tables");
   const int64_t sizes[3] = {g.w, g.h, g.d};
-  DispatchPadding(g, [&](auto pad, auto align) {
-    constexpr int kPad = static_cast<int>(decltype(pad)::value);
-    constexpr bool kAlign = decltype(align)::value;
-    PairAxes<K, kPad, kAlign, kStride, kIndices>(grid, cnt, sizes, g.axis_padding, st->ax,
-                                                 st->pair_aw, st->pair_off);
-  });
+  if (g.padding == gs_ffi::kPerAxis) {
+    std::fill(st->seam_mask, st->seam_mask + cnt, 0);
+    for (int a = 0; a < K; ++a) {
+      DispatchPaddingCode(g.axis_padding[a], g.align_corners, [&](auto pad, auto align) {
+        PairAxis<K, static_cast<int>(decltype(pad)::value), decltype(align)::value, kStride,
+                 kIndices>(grid + a, cnt, sizes[a], st->ax[a], st->pair_aw[a], st->pair_base[a],
+                           st->seam_mask);
+      });
+    }
+    PairOffsets<K, kStride>(cnt, sizes, st->pair_base, st->pair_off);
+  } else {
+    DispatchPadding(g, [&](auto pad, auto align) {
+      PairAxes<K, static_cast<int>(decltype(pad)::value), decltype(align)::value, kStride,
+               kIndices>(grid, cnt, sizes, st->ax, st->pair_aw, st->pair_off, st->seam_mask);
+    });
+  }
   for (int b = cnt; b < ((cnt + 15) & ~15); ++b) {
     st->pair_off[b] = 0;
+    st->seam_mask[b] = 0;
     for (int a = 0; a < K; ++a) {
       for (int i = 0; i < 2; ++i) {
         st->ax[a][i][b] = -1;
