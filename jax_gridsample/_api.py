@@ -9,7 +9,6 @@ import jax.numpy as jnp
 
 from ._enums import Padding
 from ._fill import term_params
-from ._fill_gradients import fill_gradients
 from ._primitives import grid_sample_backward_op, grid_sample_op
 from ._validate import (
     check_bool,
@@ -189,22 +188,32 @@ def grid_sample_backward(
                                         implementation, layout, deterministic, fill_value)
     check_grad_output(grad_output, input, grid, dict(params)["channels_last"])
     mask = check_output_mask(output_mask)
-    input_grad, grid_grad = grid_sample_backward_op(grad_output, input, grid, params, mask[:2])
     want_fill = len(mask) == 3 and mask[2]
-    grid_part = mask[1] and fill is not None  # a fill value of 0 adds nothing to the grid's
+    channels = fill_params["channels"]
+
+    def backward(fill, params, mask):
+        fill_c = jnp.zeros((channels,), input.dtype) if fill is None else \
+            jnp.broadcast_to(fill, (channels,))
+        return grid_sample_backward_op(grad_output, input, grid, fill_c, params, mask)
+
+    input_grad, grid_grad, fill_grad = backward(
+        fill, params, (mask[0], mask[1], want_fill and fill is not None))
     if want_fill and fill is None and reads_fill(fill_params["padding"]):
-        fill = jnp.zeros((), input.dtype)  # "zeros": "constant" with the fill value 0
-        fill_params = dict(fill_params, padding=tuple(
-            int(Padding.CONSTANT) if p == Padding.ZEROS else p for p in fill_params["padding"]))
-    fill_grad = jnp.zeros((), input.dtype) if want_fill else None  # no tap reads a fill value
-    if fill is not None and (grid_part or want_fill):
-        fill_grid_grad, fill_grad = fill_gradients(
-            grad_output, fill, grid, output_mask=(grid_part, want_fill),
-            implementation=dict(params)["implementation"], **fill_params)
-        if grid_part:
-            grid_grad = grid_grad + fill_grid_grad
+        # "zeros" is "constant" with the fill value 0: its gradient from such a call (alone,
+        # so that the other gradients stay those of "zeros")
+        fill = jnp.zeros((), input.dtype)
+        constant = tuple(int(Padding.CONSTANT) if p == Padding.ZEROS else p
+                         for p in fill_params["padding"])
+        fill_grad = backward(fill, tuple(sorted(dict(params, padding=constant).items())),
+                             (False, False, True))[2]
     if len(mask) == 2:
         return input_grad, grid_grad
+    if not want_fill:
+        return input_grad, grid_grad, None
+    if fill_grad is None:  # no tap reads a fill value
+        return input_grad, grid_grad, jnp.zeros((), input.dtype)
+    if fill.ndim == 0:
+        fill_grad = jnp.sum(fill_grad).astype(fill.dtype)
     return input_grad, grid_grad, fill_grad
 
 

@@ -173,7 +173,8 @@ def documented_limit(backward: bool, k: int, interpolation: int, dtype: str, fam
                      shapes: Sequence[Sequence[int]], deterministic: bool) -> str | None:
     """Why CANN's documentation or sources (not its first phase) keep a call off aclnn, or None.
 
-    ``shapes``: the operands' shapes, ``(input, grid)`` or ``(grad_output, input, grid)``. The
+    ``shapes``: the operands' shapes, ``(fill, input, grid)`` or ``(fill, grad_output, input,
+    grid)``. The
     rules and their sources are in docs/ascend.md, "Which calls run on aclnn"; what CANN itself
     rejects is asked of it (:class:`Capabilities`).
     """

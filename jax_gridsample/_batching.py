@@ -11,7 +11,8 @@ the folded channels, so it is used only when the grid gradient is not requested 
 the spatial extent likewise only without the input gradient); otherwise the shared operands are
 broadcast and the axis folds into N. When only one of input and grid is mapped, the two gradients
 are bound as two calls, each with its own fold, so that a program needing only one of them
-(DCE under jit) copies nothing.
+(DCE under jit) copies nothing. Under "constant", a batched fill value or its gradient asked for
+(a sum over the points, per batch) leaves the fill term's gradients to jax.numpy, vmapped.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import jax.numpy as jnp
 
 from ._compat import NOT_MAPPED as _NOT_MAPPED
 from ._enums import Padding
-from ._fill import add_fill, term_params
+from ._fill import add_fill, fill_vjp, term_params
 from ._primitives import grid_sample_backward_p, grid_sample_p, zeros_for_constant
 from ._validate import output_shape
 
@@ -123,45 +124,77 @@ def _with_batched_fill(args, dims, size, channels_last, padding, *, interpolatio
     return out, 0
 
 
-def backward_batcher(args, dims, *, channels_last, output_mask, **params):
-    grad_output, input, grid = args
-    gout_dim, input_dim, grid_dim = dims
+def backward_batcher(args, dims, *, channels_last, output_mask, padding, **params):
+    fill, grad_output, input, grid = args
+    fill_dim, gout_dim, input_dim, grid_dim = dims
     size = _size(args, dims)
     rank = input.ndim - (input_dim is not _NOT_MAPPED)
+    kw = dict(channels_last=channels_last, padding=padding, **params)
 
-    def bind(go, x, g):
-        return grid_sample_backward_p.bind(
-            go, x, g, channels_last=channels_last, output_mask=output_mask, **params
-        )
+    def bind(f, go, x, g):
+        return grid_sample_backward_p.bind(f, go, x, g, output_mask=output_mask, **kw)
 
     if size == 0:
         return [jnp.zeros((0,) + _unbatched_shape(x, d), x.dtype)
                 for x, d, wanted in ((input, input_dim, output_mask[0]),
-                                     (grid, grid_dim, output_mask[1])) if wanted], \
+                                     (grid, grid_dim, output_mask[1]),
+                                     (fill, fill_dim, output_mask[2])) if wanted], \
             [0] * sum(output_mask)
 
-    if output_mask == (True, True) and (input_dim is _NOT_MAPPED) != (grid_dim is _NOT_MAPPED):
+    if Padding.CONSTANT in padding and (fill_dim is not _NOT_MAPPED or output_mask[2]):
+        return _fill_gradients_apart(args, dims, size, output_mask=output_mask, **kw)
+
+    if output_mask[:2] == (True, True) and (input_dim is _NOT_MAPPED) != (grid_dim is _NOT_MAPPED):
         # One of input and grid is shared: each gradient has its own copy-free fold, so bind
         # them separately; under jit, DCE then drops whichever is not used.
-        input_grad, input_at = backward_batcher(args, dims, channels_last=channels_last,
-                                                output_mask=(True, False), **params)
-        grid_grad, grid_at = backward_batcher(args, dims, channels_last=channels_last,
-                                              output_mask=(False, True), **params)
+        input_grad, input_at = backward_batcher(args, dims, output_mask=(True, False, False), **kw)
+        grid_grad, grid_at = backward_batcher(args, dims, output_mask=(False, True, False), **kw)
         return input_grad + grid_grad, input_at + grid_at
 
     def unfold(outputs, input_at, grid_at):
         axes = [input_at] * output_mask[0] + [grid_at] * output_mask[1]
         return [_split(o, at, size) for o, at in zip(outputs, axes, strict=True)], axes
 
+    # The fill value is not batched here (nor its gradient asked for): one per channel.
     if grid_dim is _NOT_MAPPED and not output_mask[1]:  # shared grid: fold into C
         at = _channel_axis(rank, channels_last)
-        outputs = bind(_fold(grad_output, gout_dim, size, at),
+        outputs = bind(_fold(fill, fill_dim, size, 0), _fold(grad_output, gout_dim, size, at),
                        _fold(input, input_dim, size, at), grid)
         return unfold(outputs, at, None)
     if input_dim is _NOT_MAPPED and not output_mask[0]:  # shared input: fold into the extent
         at = _output_spatial_axis(channels_last)
-        outputs = bind(_fold(grad_output, gout_dim, size, at), input,
+        outputs = bind(fill, _fold(grad_output, gout_dim, size, at), input,
                        _fold(grid, grid_dim, size, 1))
         return unfold(outputs, None, 1)
-    outputs = bind(*(_fold(a, d, size, 0) for a, d in zip(args, dims, strict=True)))
+    outputs = bind(fill, *(_fold(a, d, size, 0) for a, d in zip(args[1:], dims[1:], strict=True)))
     return unfold(outputs, 0, 0)
+
+
+def _fill_gradients_apart(args, dims, size, *, output_mask, padding, **params):
+    """A batched fill value, or its gradient asked for, under "constant": the fill term's
+    gradients are per batch (the folds above would mix the batches' fill values, or sum its
+    gradient over them), so the "zeros" gradients are batched as above and the fill term's
+    computed per batch in jax.numpy (vmapped, no loop), as the lowering of a kernel without the
+    fill value does."""
+    fill, grad_output, input, grid = args
+    fill_dim, gout_dim, input_dim, grid_dim = dims
+    zeros_mask = (*output_mask[:2], False)
+    grads, axes = [], []
+    if any(zeros_mask):
+        unbatched_fill = jnp.zeros(fill.shape[-1:], fill.dtype)
+        grads, axes = backward_batcher((unbatched_fill, grad_output, input, grid),
+                                       (_NOT_MAPPED, gout_dim, input_dim, grid_dim),
+                                       output_mask=zeros_mask, padding=zeros_for_constant(padding),
+                                       **params)
+    grads = [_front(g, at, size) for g, at in zip(grads, axes, strict=True)]
+    input_grad = grads.pop(0) if output_mask[0] else None
+    grid_grad = grads.pop(0) if output_mask[1] else None
+    x_shape = _unbatched_shape(input, input_dim)
+    term = functools.partial(fill_vjp, **term_params(x_shape, padding=padding, **params))
+    grid_part, fill_grad = jax.vmap(term)(*(_front(a, d, size) for a, d in (
+        (grad_output, gout_dim), (fill, fill_dim), (grid, grid_dim))))
+    if grid_grad is not None:
+        grid_grad = (grid_grad + grid_part).astype(grid_grad.dtype)
+    outputs = [g for g, wanted in zip((input_grad, grid_grad, fill_grad), output_mask,
+                                      strict=True) if wanted]
+    return outputs, [0] * len(outputs)

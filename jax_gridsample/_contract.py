@@ -12,9 +12,16 @@ Version 2 of the CPU and CUDA targets (``jax_gridsample_{forward,backward}_v2``)
 one int64 for every axis: per-axis modes and "wrap" (4) do not fit that. The forward takes a
 third operand, the fill value of each channel, and the code 3 ("constant") beside 0, 1, 2 and
 4; the backward computes the "zeros" gradients of a "constant" call, and
-``jax_gridsample_fill_backward_v2`` (the CPU's; XLA's HLO elsewhere) the fill term's.
-Everything else is version 1's.
-Version 1's handlers stay registered, unchanged: artifacts exported before version 2 call them.
+``jax_gridsample_fill_backward_v2`` (the CPU's) the fill term's. Everything else is version 1's.
+
+Version 3 of the CPU backward (``jax_gridsample_backward_v3``) takes the fill value as a fourth
+operand and the code 3, and returns the fill value's gradient as a third result where its
+``fill_mask`` attribute asks: a "constant" call's gradients in one call, which reads
+``grad_output`` once and leaves XLA no second kernel to run beside the first (the two would
+contend for the same threads). The CUDA backward stays at version 2 (XLA computes the fill
+term's gradients around it), as do the forwards.
+Version 1's and 2's handlers stay registered, unchanged: artifacts exported before version 2 (3)
+call them.
 The Ascend targets stay at version 1: aclnn takes one of zeros, border and reflection for every
 axis, which version 1's attribute holds.
 
@@ -44,17 +51,19 @@ from ._compat import import_jax_export
 if TYPE_CHECKING:
     from jax.export import DisabledSafetyCheck
 
-CONTRACT_VERSION = 2
-"""The version of the CPU and CUDA targets the lowerings call (the Ascend ones are at 1)."""
+CONTRACT_VERSION = 3
+"""The newest version of the targets the lowerings call: the CPU backward's (the CPU and CUDA
+forwards and the CUDA backward are at 2, the Ascend targets at 1)."""
 
 # The targets the lowerings call: CPU and CUDA (one name, registered per platform), Ascend.
 FORWARD_TARGET = "jax_gridsample_forward_v2"
-BACKWARD_TARGET = "jax_gridsample_backward_v2"
+CPU_BACKWARD_TARGET = "jax_gridsample_backward_v3"
+BACKWARD_TARGET = "jax_gridsample_backward_v2"  # CUDA's; on the CPU, for artifacts
 ASCEND_FORWARD_TARGET = "jax_gridsample_ascend_forward_v1"
 ASCEND_BACKWARD_TARGET = "jax_gridsample_ascend_backward_v1"
 
-# The gradients of "constant" padding's fill term, version 2 (the CPU only; elsewhere XLA
-# computes them: _fill_gradients.py).
+# The gradients of "constant" padding's fill term, version 2 (the CPU only), beside version 2's
+# backward: registered for the artifacts that call it, no longer lowered to.
 FILL_BACKWARD_TARGET = "jax_gridsample_fill_backward_v2"
 
 # Version 1 of the CPU and CUDA targets (one padding code for every axis): registered for the
@@ -72,8 +81,9 @@ ALIASES = {
 }
 """Other names of a target: registered with the same handler, for artifacts that call them."""
 
-RELEASED_TARGETS = (FORWARD_TARGET, BACKWARD_TARGET, FILL_BACKWARD_TARGET, FORWARD_TARGET_V1,
-                    BACKWARD_TARGET_V1, ASCEND_FORWARD_TARGET, ASCEND_BACKWARD_TARGET, *ALIASES)
+RELEASED_TARGETS = (FORWARD_TARGET, CPU_BACKWARD_TARGET, BACKWARD_TARGET, FILL_BACKWARD_TARGET,
+                    FORWARD_TARGET_V1, BACKWARD_TARGET_V1, ASCEND_FORWARD_TARGET,
+                    ASCEND_BACKWARD_TARGET, *ALIASES)
 """Every target name an artifact exported by any released version may call."""
 
 

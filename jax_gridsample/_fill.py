@@ -11,8 +11,8 @@ weights. It depends on the grid alone.
 So every implementation computes "constant" as "zeros" plus this term: the native CPU and CUDA
 forwards add it themselves, the reference and aclnn's lowering with ``add_fill`` here, from the
 same per-axis taps as the reference. ``fill_vjp`` gives its gradients (with respect to the fill
-value and the grid; the input gradient does not see it), the jax.numpy lowering of
-``_fill_gradients``.
+value and the grid; the input gradient does not see it) wherever the backward kernel does not
+(the CPU's computes them itself: ffi/cpu/fill_gradients.h).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rules that the gradient primitives (the backward, the fill term's gradients) share."""
+"""The backward primitive's DCE and jvp rules (written for any primitive with an ``output_mask``)."""
 
 from __future__ import annotations
 

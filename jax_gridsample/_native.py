@@ -17,6 +17,7 @@ from ._contract import (
     ALIASES,
     BACKWARD_TARGET,
     BACKWARD_TARGET_V1,
+    CPU_BACKWARD_TARGET,
     FILL_BACKWARD_TARGET,
     FORWARD_TARGET,
     FORWARD_TARGET_V1,
@@ -70,8 +71,8 @@ CUDA_PLATFORM = "CUDA"
 # Computed once at import; read-only afterwards.
 # Every version of the targets (_contract.py): artifacts call the older ones.
 _TARGETS = (FORWARD_TARGET, BACKWARD_TARGET, FORWARD_TARGET_V1, BACKWARD_TARGET_V1)
-_CPU_MODULE, _CPU_STATUS, _ = load_and_register("_cpu_kernels",
-                                                (*_TARGETS, FILL_BACKWARD_TARGET), "cpu")
+_CPU_MODULE, _CPU_STATUS, _ = load_and_register(
+    "_cpu_kernels", (*_TARGETS, CPU_BACKWARD_TARGET, FILL_BACKWARD_TARGET), "cpu")
 _CUDA_MODULE, _CUDA_STATUS, _ = load_and_register("_cuda_kernels", _TARGETS, CUDA_PLATFORM)
 
 

@@ -2,13 +2,15 @@
 
 The forward's operands are ``(fill, input, grid)``: ``fill`` holds the fill value of each channel,
 shape ``(C,)``, read only with a "constant" axis (zeros otherwise). The backward's are
-``(grad_output, input, grid)``: it computes the "zeros" gradients; those of the fill value's term
-(``_fill.py``) are added around it. Both carry the same parameters: ``interpolation`` (the aclnn
-integer code), ``padding`` (a tuple of one code per grid component, x first; "constant" only in the
-forward's), ``align_corners``, ``channels_last``, ``implementation`` and ``deterministic`` (used by
-the reference and the kernels whose backward is not deterministic by default); the backward adds
-``output_mask`` and returns only the outputs it asks for. Each lowers to the jnp reference on every
-platform; platforms with a native kernel (see ``_native``) get their own lowering on top.
+``(fill, grad_output, input, grid)``, and its results the gradients of the input, the grid and
+the fill value. Both carry the same parameters: ``interpolation`` (the aclnn integer code),
+``padding`` (a tuple of one code per grid component, x first), ``align_corners``,
+``channels_last``, ``implementation`` and ``deterministic`` (used by the reference and the kernels
+whose backward is not deterministic by default); the backward adds ``output_mask`` (input, grid,
+fill; the last only with a "constant" axis) and returns only the outputs it asks for. Each lowers
+to the jnp reference on every platform; platforms with a native kernel (see ``_native``) get their
+own lowering on top. A kernel without the fill value computes "zeros", and the fill value's term
+(``_fill.py``) is added around it.
 """
 
 from __future__ import annotations
@@ -31,8 +33,7 @@ from ._compat import (
     register_partitioned_lowering,
 )
 from ._enums import Padding
-from ._fill import add_fill, term_params
-from ._fill_gradients import fill_gradients
+from ._fill import add_fill, fill_vjp, term_params
 from ._gradient_rules import jvp_of_reference, output_mask_dce
 from ._reference import grid_for_aclnn, grid_sample_backward_reference, grid_sample_reference
 from ._sharding import forward_sharding, lower_partitioned
@@ -57,8 +58,8 @@ def _forward_abstract(fill, input, grid, *, channels_last, **_):
                                                                channels_last=channels_last))
 
 
-def _backward_abstract(grad_output, input, grid, *, output_mask, **_):
-    return [aval for aval, wanted in zip((input, grid), output_mask, strict=True) if wanted]
+def _backward_abstract(fill, grad_output, input, grid, *, output_mask, **_):
+    return [aval for aval, wanted in zip((input, grid, fill), output_mask, strict=True) if wanted]
 
 
 # --- the reference as a lowering ------------------------------------------------------------
@@ -75,14 +76,33 @@ def _forward_reference(fill, input, grid, *, interpolation, padding, align_corne
         align_corners=align_corners))
 
 
-def _backward_reference(grad_output, input, grid, *, interpolation, padding, align_corners,
+def _backward_reference(fill, grad_output, input, grid, *, interpolation, padding, align_corners,
                         channels_last, output_mask, implementation, deterministic):
     del implementation
-    grads = grid_sample_backward_reference(
-        grad_output, input, grid, interpolation, padding, align_corners, output_mask,
-        channels_last, deterministic,
+    input_grad, grid_grad = grid_sample_backward_reference(
+        grad_output, input, grid, interpolation, zeros_for_constant(padding), align_corners,
+        output_mask[:2], channels_last, deterministic,
     )
-    return [g for g in grads if g is not None]
+    fill_grad = None
+    if output_mask[1] or output_mask[2]:
+        grid_grad, fill_grad = add_fill_gradients(
+            fill, grad_output, input, grid, grid_grad, output_mask=output_mask,
+            interpolation=interpolation, padding=padding, align_corners=align_corners,
+            channels_last=channels_last)
+    return [g for g in (input_grad, grid_grad, fill_grad) if g is not None]
+
+
+def add_fill_gradients(fill, grad_output, input, grid, grid_grad, *, output_mask, **params):
+    """``(grid_grad, fill_grad)``: the "zeros" ``grid_grad`` (None if not asked for) plus the fill
+    term's part, and the fill value's gradient (None if not asked for); no term, and a fill
+    gradient of zeros, without a "constant" axis."""
+    fill_grad = jax.numpy.zeros_like(fill) if output_mask[2] else None
+    if Padding.CONSTANT not in params["padding"]:
+        return grid_grad, fill_grad
+    grid_part, fill_grad = fill_vjp(grad_output, fill, grid, **term_params(input.shape, **params))
+    if output_mask[1]:
+        grid_grad = (grid_grad + grid_part).astype(grid_grad.dtype)
+    return grid_grad, fill_grad if output_mask[2] else None
 
 
 def _no_native_kernel(platform: str) -> NotImplementedError:
@@ -120,9 +140,16 @@ def forward_attributes(*, interpolation, padding, align_corners, channels_last, 
 
 
 def backward_attributes(*, output_mask, **params):
-    """The FFI attributes of the backward targets: the forward's plus the output mask."""
+    """The FFI attributes of the backward targets (version 2, and the Ascend ones): the
+    forward's plus the output mask of the input and grid gradients."""
     return dict(forward_attributes(**params), input_mask=bool(output_mask[0]),
                 grid_mask=bool(output_mask[1]))
+
+
+def cpu_backward_attributes(*, output_mask, **params):
+    """The CPU backward's (version 3): also whether the fill value's gradient is asked for."""
+    return dict(backward_attributes(output_mask=output_mask, **params),
+                fill_mask=bool(output_mask[2]))
 
 
 def cuda_backward_attributes(*, deterministic, **params):
@@ -160,6 +187,9 @@ class NativeKernel:
     # takes_fill: whether the forward target takes the fill operand and "constant" axes (version
     # 2 of ours); a kernel without samples them as "zeros" and XLA adds the fill term.
     takes_fill: bool = True
+    # backward_takes_fill: the same of the backward target (version 3, the CPU's), which then
+    # also returns the fill value's gradient; without, XLA computes the fill term's gradients.
+    backward_takes_fill: bool = False
     # backward_workspace(grad_output, input, grid, **params): bytes of a uint8 scratch result
     # that the backward target takes after its gradients (None: it takes none). XLA allocates
     # it like any other buffer, so it is valid in CUDA graphs too.
@@ -178,8 +208,9 @@ def _never_trusted(platform, **params) -> bool:
 
 # Platforms (JAX lowering platform names) with a native kernel.
 NATIVE_KERNELS = {
-    "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET, _native.BACKWARD_TARGET,
-                        channels_first_below=(4, 8)),
+    "cpu": NativeKernel(_native.cpu_available, _native.FORWARD_TARGET,
+                        _native.CPU_BACKWARD_TARGET, backward_attributes=cpu_backward_attributes,
+                        backward_takes_fill=True, channels_first_below=(4, 8)),
     # NVIDIA GPUs: ffi/cuda, built where nvcc and a GPU were present at install (CI forces
     # it). One H200 run (benchmarks/GPU_RESULTS.md) failed the backwards that needed scratch
     # memory, and their workspace result since has not run on a GPU yet (issue 7), so "auto"
@@ -240,6 +271,18 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
                 sampled = dict(params, padding=zeros_for_constant(params["padding"]))
                 return add_fill(call_kernel(operands, sampled), fill, grid,
                                 **term_params(input.shape, **params))
+            if (backward and not kernel.backward_takes_fill
+                    and Padding.CONSTANT in params["padding"]):
+                # "zeros"'s gradients on the kernel, the fill term's around it
+                fill, grad_output, input, grid = operands
+                mask = params["output_mask"]
+                results = iter(call_kernel(operands, dict(
+                    params, padding=zeros_for_constant(params["padding"]),
+                    output_mask=(*mask[:2], False))) if any(mask[:2]) else ())
+                input_grad = next(results) if mask[0] else None
+                grid_grad, fill_grad = add_fill_gradients(
+                    fill, grad_output, input, grid, next(results) if mask[1] else None, **params)
+                return tuple(g for g in (input_grad, grid_grad, fill_grad) if g is not None)
             original = operands[-2].dtype
             wanted = None
             if kernel.compute_dtype is not None:
@@ -265,6 +308,11 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
                 output = jax.ffi.ffi_call(target, avals)(*ffi_operands, **attributes(**params))
                 return guard((output,))[0]
             avals = _backward_abstract(*operands, **params)
+            fill, *operands = operands  # (grad_output, input, grid)
+            if kernel.backward_takes_fill:
+                if Padding.CONSTANT not in params["padding"]:
+                    fill = jax.numpy.zeros((0,), fill.dtype)  # not read: no C-sized buffer
+                operands = [*operands, fill]
             workspace = kernel.backward_workspace
             if workspace is not None:
                 nbytes = workspace(*operands, **params)
@@ -272,12 +320,13 @@ def _native_lowering(platform, kernel: NativeKernel, backward: bool, reference_r
             results = jax.ffi.ffi_call(target, avals)(*operands, **attributes(**params))
             results = list(guard(results[:-1] if workspace is not None else results))
             if replaced is not None and params["output_mask"][1]:
-                results[-1] = jax.numpy.where(replaced, 0, results[-1]).astype(results[-1].dtype)
+                at = int(params["output_mask"][0])  # the grid gradient's index
+                results[at] = jax.numpy.where(replaced, 0, results[at]).astype(results[at].dtype)
             return tuple(results)
 
         def call(*operands):  # on whatever (local) shapes the partitioner gives it
             below = kernel.channels_first_below[1 if backward else 0]
-            channels = operands[-2].shape[-1]  # the input's: ([grad_output,] input, grid)
+            channels = operands[-2].shape[-1]  # the input's: (fill, [grad_output,] input, grid)
             if not (params["channels_last"] and channels < below):
                 return call_kernel(operands, params)
             return _via_channels_first(call_kernel, operands, params, backward)
@@ -300,8 +349,8 @@ def _via_channels_first(call_kernel, operands, params, backward):
     if not backward:
         fill, input, grid = operands
         return last(call_kernel((fill, first(input), grid), params))
-    grad_output, input, grid = operands
-    results = call_kernel((first(grad_output), first(input), grid), params)
+    fill, grad_output, input, grid = operands
+    results = call_kernel((fill, first(grad_output), first(input), grid), params)
     if params["output_mask"][0]:
         return (last(results[0]), *results[1:])
     return results
@@ -323,31 +372,23 @@ def _op_forward(input, grid, fill, params):
 def _op_backward(params, residuals, grad_output):
     input, grid, fill = residuals
     params = dict(params)
-    padding = params.pop("padding")
-    input_grad, grid_grad = grid_sample_backward_p.bind(
-        grad_output, input, grid, output_mask=(True, True),
-        padding=zeros_for_constant(padding), **params)
-    if Padding.CONSTANT not in padding:
-        return input_grad, grid_grad, jax.numpy.zeros_like(fill)
-    fill_grid_grad, fill_grad = fill_gradients(
-        grad_output, fill, grid, output_mask=(True, True),
-        implementation=params["implementation"],
-        **term_params(input.shape, padding=padding, **params))
-    return input_grad, grid_grad + fill_grid_grad, fill_grad
+    with_fill = Padding.CONSTANT in params["padding"]
+    grads = grid_sample_backward_p.bind(fill, grad_output, input, grid,
+                                        output_mask=(True, True, with_fill), **params)
+    input_grad, grid_grad = grads[:2]
+    return input_grad, grid_grad, grads[2] if with_fill else jax.numpy.zeros_like(fill)
 
 
 grid_sample_op.defvjp(_op_forward, _op_backward)
 
 
-def grid_sample_backward_op(grad_output, input, grid, params: tuple, output_mask):
-    """Bind the backward ("constant" axes as "zeros": the fill term's gradients are the
-    caller's); returns (grad_input or None, grad_grid or None)."""
+def grid_sample_backward_op(grad_output, input, grid, fill, params: tuple, output_mask):
+    """Bind the backward (``fill``: shape (C,)); returns (grad_input or None, grad_grid or None,
+    grad_fill or None), ``output_mask`` asking for each (the last only with a "constant" axis)."""
     if not any(output_mask):
-        return None, None
-    params = dict(params)
-    params["padding"] = zeros_for_constant(params["padding"])
+        return None, None, None
     grads = iter(grid_sample_backward_p.bind(
-        grad_output, input, grid, output_mask=tuple(output_mask), **params
+        fill, grad_output, input, grid, output_mask=tuple(output_mask), **dict(params)
     ))
     return tuple(next(grads) if wanted else None for wanted in output_mask)
 

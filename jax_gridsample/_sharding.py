@@ -67,9 +67,11 @@ def signature(dims: int, channels_last: bool, output_mask: Sequence[bool] | None
     whole = (*spatial, COORDINATE)
     if output_mask is None:  # the forward's operands: (fill, input, grid)
         return Signature(((CHANNELS,), input, grid), (output,), whole, ((),))
-    wanted = [(input, points), (grid, (CHANNELS,))]
+    # The backward's: (fill, grad_output, input, grid); the fill value's gradient sums over the
+    # batch and the points.
+    wanted = [(input, points), (grid, (CHANNELS,)), ((CHANNELS,), (BATCH, *points))]
     results = [r for r, on in zip(wanted, output_mask, strict=True) if on]
-    return Signature((output, input, grid), tuple(r for r, _ in results), whole,
+    return Signature(((CHANNELS,), output, input, grid), tuple(r for r, _ in results), whole,
                      tuple(s for _, s in results))
 
 
@@ -179,25 +181,12 @@ def _auto(mesh):
     return mesh.update_axis_types({a: AxisType.Auto for a in explicit})
 
 
-def fill_backward_signature(dims: int, channels_last: bool,
-                            output_mask: Sequence[bool]) -> Signature:
-    """The fill term's gradients (_fill.py): operands (fill, grad_output, grid), results the
-    grid's part (a sum over the channels) and the fill value's (over the batch and points)."""
-    points = tuple(f"p{i}" for i in range(dims))
-    output = (BATCH, *points, CHANNELS) if channels_last else (BATCH, CHANNELS, *points)
-    grid = (BATCH, *points, COORDINATE)
-    wanted = [(grid, (CHANNELS,)), ((CHANNELS,), (BATCH, *points))]
-    results = [r for r, on in zip(wanted, output_mask, strict=True) if on]
-    return Signature(((CHANNELS,), output, grid), tuple(r for r, _ in results), (COORDINATE,),
-                     tuple(s for _, s in results))
-
-
 def lower_partitioned(fn: Callable, ctx, *args, channels_last: bool,
                       output_mask: Sequence[bool] | None = None, sig: Signature | None = None,
                       **_):
-    """Lower ``fn`` on the forward's (fill, input, grid) or the backward's (grad_output, input,
-    grid), partitioned over batch, points and channels; ``output_mask`` given means the backward
-    (``sig``: another op's signature, with its ``output_mask``).
+    """Lower ``fn`` on the forward's (fill, input, grid) or the backward's (fill, grad_output,
+    input, grid), partitioned over batch, points and channels; ``output_mask`` given means the
+    backward (``sig``: another op's signature, with its ``output_mask``).
 
     Under explicit mesh axes the operands are traced with those axes made automatic: the result
     types were settled by the abstract evaluation, and the computation inside (the reference's

@@ -28,7 +28,7 @@ import jax_gridsample
 from jax_gridsample import _contract
 
 BACKGROUND = pytest.StashKey[dict]()
-CURRENT = [_contract.FORWARD_TARGET, _contract.BACKWARD_TARGET]
+CURRENT = [_contract.FORWARD_TARGET, _contract.CPU_BACKWARD_TARGET]
 
 
 def start_background(names: list[str]) -> dict:

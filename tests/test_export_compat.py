@@ -142,7 +142,8 @@ def test_backward_with_output_mask(name):
 
 
 @pytest.mark.parametrize("module, targets, platforms", [
-    ("_cpu_kernels", (_contract.FORWARD_TARGET, _contract.BACKWARD_TARGET,
+    ("_cpu_kernels", (_contract.FORWARD_TARGET, _contract.CPU_BACKWARD_TARGET,
+                      _contract.BACKWARD_TARGET, _contract.FILL_BACKWARD_TARGET,
                       _contract.FORWARD_TARGET_V1, _contract.BACKWARD_TARGET_V1), ("cpu",)),
     ("_ascend_kernels", (_ascend.FORWARD_TARGET, _ascend.BACKWARD_TARGET),
      _ascend.PLATFORM_NAMES),

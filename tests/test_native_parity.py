@@ -59,8 +59,8 @@ PADDINGS = {"zeros": 0, "border": 1, "reflection": 2, "wrap": 4}
 # One mode per axis (x, y, z; the first two in 2D): "mixed" wraps x (its seam points, whose two
 # taps are not contiguous, are summed apart from the bilinear sampler's pairs) beside zeros and
 # reflection.
-# "constant" (fill_values(C)): forward only, the backward target takes "zeros" in its place
-# (the fill term's gradients are XLA's: test_padding_oracles.py).
+# "constant" (fill_values(C)): the forward and, on the CPU, the backward (version 3) take the fill
+# value; CUDA's backward takes "zeros" in its place (the fill term's gradients are XLA's there).
 CONSTANT = {"constant": 3}
 # "mixed-constant" has a constant axis beside border and wrap.
 MIXED = {"mixed": ("wrap", "zeros", "reflection"),
@@ -118,9 +118,13 @@ def _from_layout(x, channels_last):
     return jnp.moveaxis(x, -1, 1) if channels_last else x
 
 
+# The backward target the lowering calls: version 3 on the CPU (the fill value, its gradient),
+# version 2 on CUDA.
+BACKWARD = _native.BACKWARD_TARGET if ON_CUDA else _native.CPU_BACKWARD_TARGET
+
 # The CPU module's test targets that take a `strategy` attribute (not part of the contract).
 STRATEGY_TARGETS = {_native.FORWARD_TARGET: "jax_gridsample_forward_with_strategy",
-                    _native.BACKWARD_TARGET: "jax_gridsample_backward_with_strategy"}
+                    _native.CPU_BACKWARD_TARGET: "jax_gridsample_backward_with_strategy"}
 
 
 def _target(name, strategy):
@@ -156,29 +160,38 @@ def native_forward(x, grid, interpolation, padding, align_corners, channels_last
 def native_backward(grad_output, x, grid, interpolation, padding, align_corners,
                     channels_last=False, output_mask=(True, True), deterministic=None,
                     strategy=None):
+    """(grad_input, grad_grid), and grad_fill with a three-entry output_mask (the CPU's version
+    3: a "constant" axis reads fill_values(C))."""
     xl = _to_layout(jnp.asarray(x), channels_last)
     gol = _to_layout(jnp.asarray(grad_output), channels_last)
     grid = jnp.asarray(grid)
-    results = []
-    if output_mask[0]:
-        results.append(jax.ShapeDtypeStruct(xl.shape, xl.dtype))
-    if output_mask[1]:
-        results.append(jax.ShapeDtypeStruct(grid.shape, grid.dtype))
-    target, extra = _target(_native.BACKWARD_TARGET, strategy)
+    c = x.shape[1]
+    mask = (*output_mask, False)[:3]
+    results = [jax.ShapeDtypeStruct(s, xl.dtype) for s, m in zip(
+        (xl.shape, grid.shape, (c,)), mask, strict=True) if m]
+    target, extra = _target(BACKWARD, strategy)
+    operands = [gol, xl, grid]
+    if target != _native.BACKWARD_TARGET:  # version 3
+        constant = 3 in np.atleast_1d(padding)
+        operands.append(jnp.asarray(fill_values(c, xl.dtype) if constant
+                                    else np.zeros(0, xl.dtype)))
+        extra = dict(extra, fill_mask=bool(mask[2]))
     outs = list(jax.ffi.ffi_call(target, results)(
-        gol, xl, grid, **_attrs(interpolation, padding, align_corners, channels_last,
-                                grid.shape[-1]),
-        input_mask=bool(output_mask[0]), grid_mask=bool(output_mask[1]),
+        *operands, **_attrs(interpolation, padding, align_corners, channels_last,
+                            grid.shape[-1]),
+        input_mask=bool(mask[0]), grid_mask=bool(mask[1]),
         **_backward_extra(deterministic), **extra))
-    gi = _from_layout(outs.pop(0), channels_last) if output_mask[0] else None
-    gg = outs.pop(0) if output_mask[1] else None
-    return gi, gg
+    gi = _from_layout(outs.pop(0), channels_last) if mask[0] else None
+    gg = outs.pop(0) if mask[1] else None
+    if len(output_mask) == 2:
+        return gi, gg
+    return gi, gg, outs.pop(0) if mask[2] else None
 
 
 def native_fill_backward(grad_output, grid, spatial, interpolation, padding, align_corners,
                          channels_last=False, mask=(True, True)):
-    """The CPU's fill backward target (grad_output NC* whatever the layout): the fill term's
-    grid gradient and fill gradient, fill_values(C)."""
+    """The CPU's fill backward target of version 2 (grad_output NC* whatever the layout): the
+    fill term's grid gradient and fill gradient, fill_values(C)."""
     gol = _to_layout(jnp.asarray(grad_output), channels_last)
     grid = jnp.asarray(grid)
     c = grad_output.shape[1]
@@ -337,9 +350,12 @@ def test_constant_forward_matches_oracle(case, padding):
 @pytest.mark.parametrize("case", [c[:2] + c[3:] for c in ALL_CASES if c[2] == "zeros"],
                          ids=lambda c: f"{c[0]}d-{c[1]}-{'ac' if c[2] else 'noac'}")
 def test_fill_backward_matches_reference(case, padding):
-    """The fill backward target (one pass over grad_output) against the float64 reference's
-    fill term gradients (_fill.fill_vjp): each dtype, both layouts for float64, each gradient
-    alone too; chunks of points across tasks (more than 4096 points in one batch element)."""
+    """The fill term's gradients (one pass over grad_output) against the float64 reference's
+    (_fill.fill_vjp): each dtype, both layouts for float64, each gradient alone too; chunks of
+    points across tasks (more than 4096 points in one batch element). Version 2's fill backward
+    target computes them alone; version 3's backward adds its grid part to the "zeros" grid
+    gradient (bitwise the sum of the two version 2 targets' in float32 and float64, which XLA
+    added) and returns the fill gradient, its input gradient that of "zeros"."""
     from jax_gridsample._fill import fill_vjp, term_params
 
     dims, mode, align_corners = case
@@ -361,6 +377,15 @@ def test_fill_backward_matches_reference(case, padding):
             tol = TOL[dtype] * 10  # sums over every point
             for name, a, e in zip(("grid", "fill"), got, want, strict=True):
                 assert_close(a, e, tol, f"{name} {dtype} cl={channels_last}")
+            args = (go, x, grid, MODES[mode])
+            gi, gg, gf = native_backward(*args, codes, align_corners, channels_last,
+                                         output_mask=(True, True, True))
+            zeros = tuple(0 if p == 3 else p for p in codes)
+            zi, zg = native_backward(*args, zeros, align_corners, channels_last)
+            np.testing.assert_array_equal(np.asarray(gi), np.asarray(zi))
+            np.testing.assert_array_equal(np.asarray(gf), np.asarray(got[1]))
+            if dtype != "bfloat16":  # there v3 adds in float32, XLA added in bfloat16
+                np.testing.assert_array_equal(np.asarray(gg), np.asarray(zg + got[0]))
         for mask in ((True, False), (False, True)):
             (alone,) = native_fill_backward(go, grid, x.shape[2:], MODES[mode], codes,
                                             align_corners, mask=mask)
@@ -713,8 +738,8 @@ def _gradients_bytes():
                                  deterministic=True)
         results.append((np.asarray(gi).tobytes(), np.asarray(gg).tobytes()))
     if not ON_CUDA:  # the fill value's gradients: a sum over tasks in a fixed order
-        results.append(tuple(np.asarray(r).tobytes() for r in native_fill_backward(
-            go, grid, x.shape[2:], MODES["bilinear"], (3, 1), False)))
+        results.append(tuple(np.asarray(r).tobytes() for r in native_backward(
+            go, x, grid, MODES["bilinear"], (3, 1), False, output_mask=(True, True, True))))
     return results
 
 
@@ -1151,8 +1176,20 @@ def _call_backward(go, x, grid, results, **attrs):
     return jax.block_until_ready(out)
 
 
+def _call_backward_v3(fill, results, **attrs):
+    """The CPU's version 3 backward on X, G and a zero grad_output, with ``fill``."""
+    kw = dict(interpolation=np.int64(0), padding=np.zeros(2, np.int64), align_corners=False,
+              channels_last=False, input_mask=True, grid_mask=True, fill_mask=False)
+    kw.update(attrs)
+    out = jax.ffi.ffi_call(_native.CPU_BACKWARD_TARGET, results)(
+        jnp.zeros((1, 2, 3, 4), jnp.float32), X, G, fill, **kw)
+    return jax.block_until_ready(out)
+
+
 X = jnp.zeros((1, 2, 4, 5), jnp.float32)
 G = jnp.zeros((1, 3, 4, 2), jnp.float32)
+GI, GG = jax.ShapeDtypeStruct(X.shape, X.dtype), jax.ShapeDtypeStruct(G.shape, G.dtype)
+GF = jax.ShapeDtypeStruct((2,), jnp.float32)
 
 
 @pytest.mark.parametrize("call,match", [
@@ -1163,7 +1200,7 @@ G = jnp.zeros((1, 3, 4, 2), jnp.float32)
      r"fill has shape \(3\), expected \(2\)"),
     (lambda: _call_forward(X, G, fill=jnp.zeros(2, jnp.float64), padding=np.array([0, 3])),
      "fill dtype float64 differs"),
-    # the backward takes no fill value: "constant" is the forward's only
+    # version 2's backward takes no fill value: "constant" is the forward's only
     (lambda: _call_backward(jnp.zeros((1, 2, 3, 4), jnp.float32), X, G,
                             [jax.ShapeDtypeStruct(G.shape, G.dtype)], input_mask=False,
                             padding=np.array([3, 0])), r"padding\[0\] must be .* or 4 \(wrap\)"),
@@ -1176,6 +1213,19 @@ G = jnp.zeros((1, 3, 4, 2), jnp.float32)
                                   False), "attribute spatial \\(3 sizes\\)"),
     (lambda: native_fill_backward(np.zeros((1, 2, 3, 5), np.float32), G, (4, 5), 0, (3, 1),
                                   False), r"grad_output has shape \(1, 2, 3, 5\)"),
+    # version 3's backward (the CPU's): the fill value's gradient needs a "constant" axis and
+    # its result, the fill value one per channel
+    (lambda: _call_backward_v3(jnp.zeros(0, jnp.float32), [GI, GG, GF], fill_mask=True),
+     "fill_mask asks .* has no 3 \\(constant\\)"),
+    (lambda: _call_backward_v3(jnp.zeros(2, jnp.float32), [GI, GG], fill_mask=True,
+                               padding=np.array([3, 0])),
+     "expected 3 result\\(s\\) for input_mask=true, grid_mask=true and fill_mask=true, got 2"),
+    (lambda: _call_backward_v3(jnp.zeros(3, jnp.float32), [GI, GG], padding=np.array([3, 0])),
+     r"fill has shape \(3\), expected \(2\)"),
+    (lambda: _call_backward_v3(jnp.zeros(2, jnp.float32),
+                               [GI, GG, jax.ShapeDtypeStruct((3,), jnp.float32)],
+                               fill_mask=True, padding=np.array([3, 0])),
+     r"grad_fill has shape \(3\), expected \(2\)"),
     # version 1: one code for every axis, and no wrap
     (lambda: _call_forward(X, G, padding=np.int64(4), target=_contract.FORWARD_TARGET_V1),
      r"padding must be 0 \(zeros\), 1 \(border\), 2 \(reflection\), got 4"),
@@ -1220,9 +1270,10 @@ G = jnp.zeros((1, 3, 4, 2), jnp.float32)
                             [jax.ShapeDtypeStruct((1, 2**12, 1, 1), jnp.float32)],
                             grid_mask=False),
      r"output shape \(1, 4096, 0, 1125899906842624\) is too large"),
-], ids=["interpolation", "padding", "fill-shape", "fill-dtype", "backward-constant",
-        "fill-backward-no-constant", "fill-backward-spatial", "fill-backward-grad-output",
-        "padding-length", "padding-scalar",
+], ids=["interpolation", "padding", "fill-shape", "fill-dtype", "backward-v2-constant",
+        "padding-length", "padding-scalar", "fill-backward-no-constant",
+        "fill-backward-spatial", "fill-backward-grad-output", "backward-v3-fill-mask",
+        "backward-v3-result-count", "backward-v3-fill-shape", "backward-v3-grad-fill-shape",
         "padding-v1-wrap", "grid-last-dim", "rank-mismatch", "batch", "output-shape",
         "grid-dtype", "output-dtype", "int-dtype", "zero-spatial", "rank-3", "result-count",
         "grad-output-shape", "grad-input-shape", "grad-grid-dtype", "input-too-large",

@@ -58,17 +58,14 @@ EXPECTED = {
     # vmap over grids sharded on the mapped axis: it folds into the points (the backward binds
     # the two gradients separately, each with its own fold: three kernel calls)
     "vmap-grids-2d-native": _expect(ONE_SUM, [["d"], [], ["d"]], kernel_calls=3),
-    # constant: the fill gradient sums over the batch and the points (XLA combines that sum
-    # with grad_input's), is sharded with the channels; its gradients are a third kernel call
-    # (the fill backward); wrap as any other mode
+    # constant: the fill gradient sums over the batch and the points (XLA may combine that
+    # sum with grad_input's), is sharded with the channels; the backward kernel computes it
+    # (two kernel calls); wrap as any other mode
     "points-2d-constant-native": _expect(SUMS_WITH_FILL,
-                                         [[None, None, "d"], [], [None, "d"], []],
-                                         kernel_calls=3),
+                                         [[None, None, "d"], [], [None, "d"], []]),
     "channels-2d-constant-native": _expect(SUMS_WITH_FILL,
-                                           [[None, "d"], [None, "d"], [], ["d"]],
-                                           kernel_calls=3),
-    "batch-3d-constant-wrap-native": _expect(ONE_SUM, [["b"], ["b"], ["b"], []],
-                                             kernel_calls=3),
+                                           [[None, "d"], [None, "d"], [], ["d"]]),
+    "batch-3d-constant-wrap-native": _expect(ONE_SUM, [["b"], ["b"], ["b"], []]),
     "points-2d-wrap": _expect(ONE_SUM, [[None, None, "d"], [], [None, "d"]]),
 }
 # the same under the partitioner jax does not use by default (Shardy or GSPMD)

@@ -239,10 +239,10 @@ NEW_PADDING_CASES = [(("wrap", "border"), "bicubic", 2, False),
 @pytest.mark.parametrize("padding, mode, dims, per_channel", NEW_PADDING_CASES, ids=str)
 def test_constant_and_wrap_run_the_native_kernel_under_jit_grad_and_vmap(padding, mode, dims,
                                                                          per_channel):
-    """implementation="native" on the CPU: jit(vmap(grad)) of "constant" (a fill term around
-    the "zeros" kernel) and "wrap" calls our forward and backward targets once each and holds
-    no gather or scatter (the reference's); the values are a loop over the reference's, the
-    fill gradient included."""
+    """implementation="native" on the CPU: jit(vmap(grad)) of "constant" and "wrap" calls our
+    forward and backward targets once each and holds no gather or scatter (the reference's);
+    the values are a loop over the reference's, the fill gradient included (of a batched fill
+    value computed in jax.numpy beside the backward target)."""
     rng = np.random.default_rng(27)
     x, grid = _data(dims, rng)
     xs, gs = _batched(x, 0, rng), _batched(grid, 0, rng)
@@ -260,7 +260,7 @@ def test_constant_and_wrap_run_the_native_kernel_under_jit_grad_and_vmap(padding
     native = jax.vmap(jax.grad(lambda x, g, f: loss(x, g, f, "native"), argnums=argnums))
     compiled = jax.jit(native).lower(xs, gs, fills).compile().as_text()
     assert compiled.count('custom_call_target="jax_gridsample_forward_v2"') == 1
-    assert compiled.count('custom_call_target="jax_gridsample_backward_v2"') == 1
+    assert compiled.count('custom_call_target="jax_gridsample_backward_v3"') == 1
     assert " gather(" not in compiled and " scatter(" not in compiled
     got = jax.jit(native)(xs, gs, fills)
     for b in range(B):

@@ -14,7 +14,10 @@
 // `padding` as one int64 for every axis; version 2 (the CPU and CUDA
 // jax_gridsample_{forward,backward}_v2) as an int64 array, one code per grid
 // component, x first (the Padding template argument below), and its forward a
-// fill operand after the grid, for "constant" padding. Nothing else differs; jax_gridsample/_contract.py lists every name. Serialized jax.export
+// fill operand after the grid, for "constant" padding. Version 3 of the CPU
+// backward (jax_gridsample_backward_v3) takes the fill value too and returns
+// its gradient. Nothing else differs; jax_gridsample/_contract.py lists every
+// name. Serialized jax.export
 // artifacts call both, so both are frozen: do not change these bindings or what
 // they mean. A change is a new version beside them, with its own target names;
 // _contract.py says how to add one.
@@ -72,6 +75,27 @@ auto BindBackward(Binding&& binding) {
                                .RemainingRets())                // grad_input?, grad_grid?
       .template Attr<bool>("input_mask")
       .template Attr<bool>("grid_mask");
+}
+
+// Version 3 of the CPU backward (jax_gridsample_backward_v3): version 2's
+// with a fourth operand, the fill value of "constant" padding (C values of
+// the input's dtype with a "constant" axis; without one it is not read, and
+// the lowering passes an empty array), the code 3 ("constant") in `padding`,
+// and a third result, the fill value's gradient (C values), where
+// `fill_mask` asks. The gradients of a "constant" call in one call, so that
+// grad_output is read once and no second kernel runs beside the first.
+template <typename Binding>
+auto BindBackwardV3(Binding&& binding) {
+  namespace ffi = xla::ffi;
+  return BindSamplingAttrs<PaddingV2>(std::forward<Binding>(binding)
+                                          .template Arg<ffi::AnyBuffer>()  // grad_output
+                                          .template Arg<ffi::AnyBuffer>()  // input
+                                          .template Arg<ffi::AnyBuffer>()  // grid
+                                          .template Arg<ffi::AnyBuffer>()  // fill
+                                          .RemainingRets())  // grad_input?, grad_grid?, grad_fill?
+      .template Attr<bool>("input_mask")
+      .template Attr<bool>("grid_mask")
+      .template Attr<bool>("fill_mask");
 }
 
 // Version 2's fill backward (CPU only: jax_gridsample_fill_backward_v2): the

@@ -98,9 +98,10 @@ inline bool HasConstantAxis(const Geometry& g) {
 
 // Whether `padding` is a valid code of the `padding` attribute: 0 (zeros),
 // 1 (border) or 2 (reflection) in version 1 of the targets, also 4 (wrap) in
-// version 2, and 3 ("constant") in version 2's forward (`with_fill`), which
-// takes the fill value as an operand. (The backward of "constant" is that of
-// "zeros" plus the fill term's gradients, which XLA computes around it.)
+// version 2, and 3 ("constant") in the targets that take the fill value as
+// an operand (`with_fill`: version 2's forward, version 3's CPU backward, the
+// fill backward). Version 2's backward of "constant" is that of "zeros", the
+// fill term's gradients computed beside it.
 inline bool ValidPaddingCode(int64_t padding, bool version1, bool with_fill) {
   return (padding >= 0 && padding <= 2) || (!version1 && padding == 4) ||
          (with_fill && padding == 3);
@@ -170,8 +171,8 @@ inline size_t OutputDims(const ffi::AnyBuffer& grid, const Geometry& g, int64_t*
 // forward's output or the backward's grad_output), which must have the
 // output's shape and the input's dtype; fills the geometry. `padding`: the
 // attribute, one code (version 1) or one per axis (version 2; SetPadding).
-// `fill`: version 2's forward's fill operand (C values of the input's dtype,
-// read only with a "constant" axis), nullptr for the targets without one.
+// `fill`: the fill operand of the targets that take one (C values of the
+// input's dtype, read only with a "constant" axis), nullptr for the others.
 // The input is given by its dtype `dt` and dims `id` (MakeGeometry: of a buffer).
 inline ffi::Error MakeGeometryOf(const char* platform, ffi::DataType dt,
                                  ffi::Span<const int64_t> id, const ffi::AnyBuffer& grid,

@@ -1,5 +1,6 @@
-// XLA FFI CPU handler: grid_sample backward (grad_input and/or grad_grid), by
-// the strategy strategies.h chooses (or the test target forces).
+// XLA FFI CPU handlers: grid_sample backward (grad_input and/or grad_grid,
+// and with version 3 the fill value's gradient, fill_gradients.h), by the
+// strategy strategies.h chooses (or the test target forces).
 //
 // Deterministic regardless of the number of threads: no atomics on floats,
 // and a work split that depends on shapes only. A task is (batch element n,
@@ -13,12 +14,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #include "../common/ffi_contract.h"
 #include "../common/handler_exceptions.h"
 #include "backward_bands.h"
 #include "channels_last_backward.h"
+#include "fill_gradients.h"
 #include "grid_sample_cpu.h"
 #include "half_precision.h"
 #include "nearest_ranges_backward.h"
@@ -476,10 +479,16 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
 }
 
 // The float32 or float64 kernel (dt) of `strategy` on the buffers;
-// grad_input, grad_grid may be null (not wanted).
+// grad_input, grad_grid, grad_fill may be null (not wanted). With a fill
+// value (g.fill: the call has a "constant" axis), the kernels compute the
+// "zeros" gradients, and the fill term's (FillGradients) follow: its part of
+// the grid gradient added to theirs, and the fill value's.
 ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType dt,
                          int64_t interpolation, BackwardStrategy strategy, const void* grad_output,
-                         const void* input, const void* grid, void* grad_input, void* grad_grid) {
+                         const void* input, const void* grid, void* grad_input, void* grad_grid,
+                         void* grad_fill) {
+  Geometry zeros = g;
+  zeros.fill = nullptr;  // the kernels' taps of a "constant" axis are those of "zeros"
   return Dispatch(dt, g.k, interpolation, g.channels_last,
                   [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
                     using T = decltype(fmt);
@@ -488,7 +497,12 @@ ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType
                         static_cast<const T*>(grid), static_cast<T*>(grad_input),
                         static_cast<T*>(grad_grid)};
                     BackwardKernel<decltype(fmt), decltype(k)::value, decltype(interp)::value,
-                                   decltype(cl)::value>(pool, g, strategy, arrays);
+                                   decltype(cl)::value>(pool, zeros, strategy, arrays);
+                    if (g.fill != nullptr && (grad_grid != nullptr || grad_fill != nullptr)) {
+                      FillGradients<T>(pool, g, interpolation, arrays.grad_out, arrays.grid,
+                                       static_cast<const T*>(g.fill), arrays.grad_grid,
+                                       /*add_to_grid=*/true, static_cast<T*>(grad_fill));
+                    }
                     return ffi::Error::Success();
                   });
 }
@@ -497,7 +511,7 @@ ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType
 template <typename H>
 ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                         BackwardStrategy strategy, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
-                        ffi::AnyBuffer grid, void* grad_input, void* grad_grid) {
+                        ffi::AnyBuffer grid, void* grad_input, void* grad_grid, void* grad_fill) {
   const int64_t input_size = input.element_count(), grid_size = grid.element_count();
   auto wide_grad_output = Widen<H>(pool, "float32 grad_output", grad_output.untyped_data(),
                                    grad_output.element_count());
@@ -506,36 +520,71 @@ ffi::Error BackwardHalf(ffi::ThreadPool& pool, const Geometry& g, int64_t interp
   auto wide_gi = grad_input != nullptr ? NewArray<float>("float32 grad_input", input_size)
                                       : nullptr;
   auto wide_gg = grad_grid != nullptr ? NewArray<float>("float32 grad_grid", grid_size) : nullptr;
-  ffi::Error err = BackwardTyped(pool, g, ffi::DataType::F32, interpolation, strategy,
+  Geometry wide = g;
+  std::unique_ptr<float[]> wide_fill, wide_gf;
+  if (g.fill != nullptr) {
+    wide_fill = Widen<H>(pool, "float32 fill", g.fill, g.c);
+    wide.fill = wide_fill.get();
+  }
+  if (grad_fill != nullptr) wide_gf = NewArray<float>("float32 grad_fill", g.c);
+  ffi::Error err = BackwardTyped(pool, wide, ffi::DataType::F32, interpolation, strategy,
                                  wide_grad_output.get(), wide_input.get(), wide_grid.get(),
-                                 wide_gi.get(), wide_gg.get());
+                                 wide_gi.get(), wide_gg.get(), wide_gf.get());
   if (err.success() && wide_gi) Narrow<H>(pool, wide_gi.get(), grad_input, input_size);
   if (err.success() && wide_gg) Narrow<H>(pool, wide_gg.get(), grad_grid, grid_size);
+  if (err.success() && wide_gf) Narrow<H>(pool, wide_gf.get(), grad_fill, g.c);
   return err;
 }
 
 // float16 and bfloat16 run the float32 kernel (half_precision.h).
-// `strategy`: BackwardStrategy::kAuto (the production target) or one to
+// `strategy`: BackwardStrategy::kAuto (the production targets) or one to
 // force (the test target), which must be able to take the call.
-// `padding`: one code for every axis (version 1) or one per axis (version 2).
-ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
-                        ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
+// `padding`: one code for every axis (version 1) or one per axis (versions 2
+// and 3). `fill`: version 3's fill operand (nullptr: versions 1 and 2), whose
+// gradient is a third result where fill_mask asks.
+ffi::Error BackwardCall(ffi::ThreadPool& pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                        ffi::AnyBuffer grid, const ffi::AnyBuffer* fill,
+                        ffi::RemainingRets& results, int64_t interpolation,
                         ffi::Span<const int64_t> padding, bool align_corners, bool channels_last,
-                        bool input_mask, bool grid_mask, int64_t strategy) {
+                        bool input_mask, bool grid_mask, bool fill_mask, int64_t strategy) {
   Geometry g;
   if (ffi::Error err = gs_ffi::MakeGeometry(kPlatform, input, grid, "grad_output", grad_output,
                                             interpolation, padding, align_corners,
-                                            channels_last, &g);
+                                            channels_last, &g, fill);
       !err.success()) {
     return err;
+  }
+  if (fill_mask && g.fill == nullptr) {
+    return InvalidArgument("attribute fill_mask asks for the fill value's gradient, but "
+                           "attribute padding has no 3 (constant)");
+  }
+  const size_t expected = (input_mask ? 1 : 0) + (grid_mask ? 1 : 0) + (fill_mask ? 1 : 0);
+  if (results.size() != expected) {
+    return InvalidArgument("expected " + std::to_string(expected) + " result(s) for input_mask=" +
+                           (input_mask ? "true" : "false") + ", grid_mask=" +
+                           (grid_mask ? "true" : "false") + " and fill_mask=" +
+                           (fill_mask ? "true" : "false") + ", got " +
+                           std::to_string(results.size()));
   }
   const ffi::DataType dt = input.element_type();
   void* gi_ptr = nullptr;
   void* gg_ptr = nullptr;
+  void* gf_ptr = nullptr;
   if (ffi::Error err = gs_ffi::DecodeBackwardResults(kPlatform, results, input, grid, input_mask,
-                                                     grid_mask, &gi_ptr, &gg_ptr);
+                                                     grid_mask, &gi_ptr, &gg_ptr,
+                                                     /*extra_results=*/fill_mask ? 1 : 0);
       !err.success()) {
     return err;
+  }
+  if (fill_mask) {
+    auto r = results.get<ffi::AnyBuffer>(expected - 1);
+    if (r.has_error()) return InvalidArgument("grad_fill result could not be decoded");
+    ffi::AnyBuffer buf = **r;
+    if (ffi::Error err = gs_ffi::CheckShape(kPlatform, "grad_fill", buf, dt, &g.c, 1);
+        !err.success()) {
+      return err;
+    }
+    gf_ptr = buf.untyped_data();
   }
   BackwardStrategy chosen;
   if (ffi::Error err = ResolveBackwardStrategy(strategy, g, dt, interpolation, &chosen);
@@ -545,49 +594,72 @@ ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::A
   switch (dt) {
     case ffi::DataType::F16:
       return BackwardHalf<gs::F16Format>(pool, g, interpolation, chosen, grad_output, input,
-                                         grid, gi_ptr, gg_ptr);
+                                         grid, gi_ptr, gg_ptr, gf_ptr);
     case ffi::DataType::BF16:
       return BackwardHalf<gs::BF16Format>(pool, g, interpolation, chosen, grad_output, input,
-                                          grid, gi_ptr, gg_ptr);
+                                          grid, gi_ptr, gg_ptr, gf_ptr);
     default:
       return BackwardTyped(pool, g, dt, interpolation, chosen, grad_output.untyped_data(),
-                           input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr);
+                           input.untyped_data(), grid.untyped_data(), gi_ptr, gg_ptr, gf_ptr);
   }
 }
 
-ffi::Error BackwardAuto(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
-                        ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
-                        ffi::Span<const int64_t> padding, bool align_corners, bool channels_last,
-                        bool input_mask, bool grid_mask) {
-  return BackwardImpl(pool, grad_output, input, grid, results, interpolation, padding,
-                      align_corners, channels_last, input_mask, grid_mask,
+// Version 3 (the lowerings' target), with the strategy forced (the test
+// target) or chosen.
+ffi::Error BackwardV3WithStrategy(ffi::ThreadPool pool, ffi::AnyBuffer grad_output,
+                                  ffi::AnyBuffer input, ffi::AnyBuffer grid, ffi::AnyBuffer fill,
+                                  ffi::RemainingRets results, int64_t interpolation,
+                                  ffi::Span<const int64_t> padding, bool align_corners,
+                                  bool channels_last, bool input_mask, bool grid_mask,
+                                  bool fill_mask, int64_t strategy) {
+  return BackwardCall(pool, grad_output, input, grid, &fill, results, interpolation, padding,
+                      align_corners, channels_last, input_mask, grid_mask, fill_mask, strategy);
+}
+
+ffi::Error BackwardV3(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                      ffi::AnyBuffer grid, ffi::AnyBuffer fill, ffi::RemainingRets results,
+                      int64_t interpolation, ffi::Span<const int64_t> padding,
+                      bool align_corners, bool channels_last, bool input_mask, bool grid_mask,
+                      bool fill_mask) {
+  return BackwardV3WithStrategy(pool, grad_output, input, grid, fill, results, interpolation,
+                                padding, align_corners, channels_last, input_mask, grid_mask,
+                                fill_mask, static_cast<int64_t>(BackwardStrategy::kAuto));
+}
+
+// Version 2: no fill value ("constant" is refused; its lowering took "zeros").
+ffi::Error BackwardV2(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                      ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
+                      ffi::Span<const int64_t> padding, bool align_corners, bool channels_last,
+                      bool input_mask, bool grid_mask) {
+  return BackwardCall(pool, grad_output, input, grid, nullptr, results, interpolation, padding,
+                      align_corners, channels_last, input_mask, grid_mask, false,
                       static_cast<int64_t>(BackwardStrategy::kAuto));
 }
 
 // Version 1: one padding code for every axis.
-ffi::Error BackwardAutoV1(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
-                          ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
-                          int64_t padding, bool align_corners, bool channels_last,
-                          bool input_mask, bool grid_mask) {
-  return BackwardAuto(pool, grad_output, input, grid, results, interpolation, {&padding, 1},
-                      align_corners, channels_last, input_mask, grid_mask);
+ffi::Error BackwardV1(ffi::ThreadPool pool, ffi::AnyBuffer grad_output, ffi::AnyBuffer input,
+                      ffi::AnyBuffer grid, ffi::RemainingRets results, int64_t interpolation,
+                      int64_t padding, bool align_corners, bool channels_last, bool input_mask,
+                      bool grid_mask) {
+  return BackwardV2(pool, grad_output, input, grid, results, interpolation, {&padding, 1},
+                    align_corners, channels_last, input_mask, grid_mask);
 }
 
 }  // namespace
 }  // namespace gs_cpu
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    GridSampleBackwardCpu,
-    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardAuto>::Call),
+    GridSampleBackwardCpuV3, (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardV3>::Call),
+    gs_ffi::BindBackwardV3(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    GridSampleBackwardCpu, (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardV2>::Call),
     gs_ffi::BindBackward<gs_ffi::PaddingV2>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    GridSampleBackwardCpuV1,
-    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardAutoV1>::Call),
+    GridSampleBackwardCpuV1, (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardV1>::Call),
     gs_ffi::BindBackward<gs_ffi::PaddingV1>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
-// The same backward (version 2) with the strategy forced (attribute
-// "strategy"): for tests.
+// Version 3 with the strategy forced (attribute "strategy"): for tests.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     GridSampleBackwardCpuWithStrategy,
-    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardImpl>::Call),
-    gs_ffi::BindBackward<gs_ffi::PaddingV2>(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
+    (gs_ffi::NoExceptions<gs_cpu::kPlatform, gs_cpu::BackwardV3WithStrategy>::Call),
+    gs_ffi::BindBackwardV3(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>())
         .Attr<int64_t>("strategy"));

@@ -8,6 +8,7 @@
 extern "C" {
 XLA_FFI_Error* GridSampleForwardCpu(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleBackwardCpu(XLA_FFI_CallFrame* call_frame);
+XLA_FFI_Error* GridSampleBackwardCpuV3(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleForwardCpuV1(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleBackwardCpuV1(XLA_FFI_CallFrame* call_frame);
 XLA_FFI_Error* GridSampleFillBackwardCpu(XLA_FFI_CallFrame* call_frame);
@@ -25,6 +26,7 @@ NB_MODULE(_cpu_kernels, m) {
         // The *_with_strategy targets force a strategy (strategies.h): for tests.
         return gs::FfiRegistrations(
             {{"jax_gridsample_forward_v2", GridSampleForwardCpu},
+             {"jax_gridsample_backward_v3", GridSampleBackwardCpuV3},
              {"jax_gridsample_backward_v2", GridSampleBackwardCpu},
              {"jax_gridsample_forward_v1", GridSampleForwardCpuV1},
              {"jax_gridsample_backward_v1", GridSampleBackwardCpuV1},

@@ -9,7 +9,8 @@ exports, with the installed jax_gridsample, two small functions for the CPU and 
   backward target with both gradients), between them every interpolation, padding (version 2:
   "constant" with the fill value FILL_VALUE, "wrap", and padding per axis too), align_corners
   and layout, float32 and float64, 2D and 3D;
-- ``backward.bin``: grid_sample_backward calls that ask for one gradient each (the output mask);
+- ``backward.bin``: grid_sample_backward calls that ask for some of the gradients each (the
+  output mask; version 3: the fill value's too);
 - ``data.npz``: their inputs, results, and the vjp's cotangents and results, each kind as one
   float64 vector of the arrays one after another (their shapes and dtypes are the artifacts');
 - ``about.json``: the calls' parameters, the fill value, the targets the artifacts call, who
@@ -57,6 +58,7 @@ BACKWARD_CALLS = [
     (2, "float32", 2, "bilinear", "border", False, False, (True, False)),
     (3, "float64", 2, "bilinear", "zeros", True, False, (False, True)),
     (2, "float64", 2, "bicubic", ("constant", "wrap"), False, False, (False, True)),
+    (2, "float32", 2, "bilinear", ("constant", "border"), True, False, (False, True, True)),
 ]
 FILL_VALUE = 0.75  # of every "constant" axis
 SPATIAL = {2: (4, 3), 3: (2, 3, 3)}

@@ -1,0 +1,192 @@
+// The gradients of "constant" padding's fill term (docs/semantics.md, "The
+// fill value"; jax_gridsample/_fill.py) in one pass over grad_output; see
+// fill_gradients.h.
+//
+// Work is split over (batch element, chunk of points); each task writes its
+// points' grid gradients and a row of per-channel partial sums, which are
+// added in task order afterwards: the same bits on any number of threads.
+#include "fill_gradients.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+#include "../common/grid_sample_math.h"
+#include "grid_sample_cpu.h"
+#include "parallel.h"
+
+namespace gs_cpu {
+namespace {
+
+
+// Points per task: a multiple of the block, a fixed function of the shapes.
+constexpr int64_t kFillChunk = 4096;
+constexpr int64_t kFillBlock = 256;
+
+// One fill axis of `cnt` points (coordinate stride K): the sum of its inside
+// taps' weights, and of their derivatives times the chain factor. Its taps
+// are those of "zeros" (padding and align_corners constants here, so that the
+// loop vectorizes across points; I as in TapIndex).
+template <typename T, int K, int kInterp, bool kAlign, typename I>
+GS_CPU_INLINE void AxisSums(const T* coord, int64_t cnt, int64_t size, T* sum, T* dsum) {
+  constexpr int kT1 = gs::TapsPerAxis(kInterp);
+  for (int64_t b = 0; b < cnt; ++b) {
+    gs::AxisTaps<T, kT1, I> t;
+    gs::ComputeAxisTaps<kInterp, T, I>(coord[b * K], size, gs::kZeros, kAlign, &t);
+    T s = T(0), ds = T(0);
+    for (int i = 0; i < kT1; ++i) {
+      s = gs::AddInsideWeight(s, t.idx[i], t.w[i]);
+      ds = gs::AddInsideWeight(ds, t.idx[i], t.dw[i]);
+    }
+    sum[b] = s;
+    dsum[b] = ds * t.dmult;
+  }
+}
+
+// Task (n, chunk) of the pass for one block of points at a time.
+template <typename T, int K, int kInterp>
+GS_CPU_INLINE void FillTask(const Geometry& g, const T* grad_output, const T* grid,
+                            const T* fill, int64_t n, int64_t p_begin, int64_t p_end,
+                            T* grid_grad, bool add_to_grid, T* partial) {
+  const int64_t sizes[3] = {g.w, g.h, g.d};
+  T outside[kFillBlock], weighted[kFillBlock], dw[K][kFillBlock];
+  T sum[K][kFillBlock], dsum[K][kFillBlock];
+  if (partial != nullptr) std::fill(partial, partial + g.c, T(0));
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += kFillBlock) {
+    const int64_t cnt = std::min(kFillBlock, p_end - p0);
+    const T* coords = grid + (n * g.points + p0) * K;
+    // W and its derivatives, x first: a fill axis contributes its sums, another 1 and 0.
+    for (int a = 0; a < K; ++a) {
+      if (!gs::ReadsFill(g.axis_padding[a])) {
+        std::fill(sum[a], sum[a] + cnt, T(1));
+        std::fill(dsum[a], dsum[a] + cnt, T(0));
+      } else if (sizes[a] <= std::numeric_limits<int32_t>::max()) {
+        if (g.align_corners) {
+          AxisSums<T, K, kInterp, true, int32_t>(coords + a, cnt, sizes[a], sum[a], dsum[a]);
+        } else {
+          AxisSums<T, K, kInterp, false, int32_t>(coords + a, cnt, sizes[a], sum[a], dsum[a]);
+        }
+      } else if (g.align_corners) {
+        AxisSums<T, K, kInterp, true, int64_t>(coords + a, cnt, sizes[a], sum[a], dsum[a]);
+      } else {
+        AxisSums<T, K, kInterp, false, int64_t>(coords + a, cnt, sizes[a], sum[a], dsum[a]);
+      }
+    }
+    for (int64_t b = 0; b < cnt; ++b) {
+      T inside = T(1);
+      for (int a = 0; a < K; ++a) inside = inside * sum[a][b];
+      outside[b] = T(1) - inside;
+      for (int a = 0; a < K; ++a) {
+        T others = T(1);
+        for (int o = 0; o < K; ++o) others = o == a ? others : others * sum[o][b];
+        dw[a][b] = others * dsum[a][b];
+      }
+      weighted[b] = T(0);
+    }
+    // One pass over the block's grad_output.
+    if (!g.channels_last) {
+      for (int64_t c = 0; c < g.c; ++c) {
+        const T* go = grad_output + (n * g.c + c) * g.points + p0;
+        const T f = fill[c];
+        for (int64_t b = 0; b < cnt; ++b) weighted[b] = weighted[b] + f * go[b];
+        if (partial == nullptr) continue;
+        // kLanes independent sums (point b adds to sum b % kLanes), added in a fixed
+        // order: a loop the compiler vectorizes, where one running sum would not.
+        constexpr int kLanes = 8;
+        T lanes[kLanes] = {};
+        int64_t b = 0;
+        for (; b + kLanes <= cnt; b += kLanes) {
+          for (int j = 0; j < kLanes; ++j) lanes[j] = lanes[j] + go[b + j] * outside[b + j];
+        }
+        for (; b < cnt; ++b) lanes[b % kLanes] = lanes[b % kLanes] + go[b] * outside[b];
+        T acc = T(0);
+        for (int j = 0; j < kLanes; ++j) acc = acc + lanes[j];
+        partial[c] = partial[c] + acc;
+      }
+    } else {
+      for (int64_t b = 0; b < cnt; ++b) {
+        const T* go = grad_output + (n * g.points + p0 + b) * g.c;
+        T s = T(0);
+        for (int64_t c = 0; c < g.c; ++c) {
+          s = s + fill[c] * go[c];
+          if (partial != nullptr) partial[c] = partial[c] + go[c] * outside[b];
+        }
+        weighted[b] = s;
+      }
+    }
+    if (grid_grad != nullptr) {
+      T* out = grid_grad + (n * g.points + p0) * K;
+      for (int64_t b = 0; b < cnt; ++b) {
+        for (int a = 0; a < K; ++a) {
+          const T term = -weighted[b] * dw[a][b];
+          out[b * K + a] = add_to_grid ? out[b * K + a] + term : term;
+        }
+      }
+    }
+  }
+}
+
+#if GS_CPU_HAVE_AVX2_PATH
+// The same source compiled for AVX2 + FMA (float32, where the CPU has them):
+// the per-point loops vectorize 8 wide. Contraction is off: the same bits.
+template <typename T, int K, int kInterp>
+__attribute__((target("avx2,fma"))) void FillTaskAvx2(const Geometry& g, const T* grad_output,
+                                                      const T* grid, const T* fill, int64_t n,
+                                                      int64_t p_begin, int64_t p_end,
+                                                      T* grid_grad, bool add_to_grid,
+                                                      T* partial) {
+  FillTask<T, K, kInterp>(g, grad_output, grid, fill, n, p_begin, p_end, grid_grad, add_to_grid,
+                          partial);
+}
+#endif
+
+// Task (n, chunk), the AVX2 build where it runs.
+template <typename T, int K, int kInterp>
+void RunFillTask(const Geometry& g, const T* grad_output, const T* grid, const T* fill, int64_t n,
+                 int64_t p_begin, int64_t p_end, T* grid_grad, bool add_to_grid, T* partial) {
+#if GS_CPU_HAVE_AVX2_PATH
+  if (std::is_same_v<T, float> && HasAvx2Fma()) {
+    return FillTaskAvx2<T, K, kInterp>(g, grad_output, grid, fill, n, p_begin, p_end, grid_grad,
+                                       add_to_grid, partial);
+  }
+#endif
+  FillTask<T, K, kInterp>(g, grad_output, grid, fill, n, p_begin, p_end, grid_grad, add_to_grid,
+                          partial);
+}
+
+}  // namespace
+
+template <typename T>
+void FillGradients(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                   const T* grad_output, const T* grid, const T* fill, T* grid_grad,
+                   bool add_to_grid, T* fill_grad) {
+  if (fill_grad != nullptr) std::fill(fill_grad, fill_grad + g.c, T(0));
+  if (g.n == 0 || g.points == 0) return;
+  const int64_t chunks_per_n = CeilDiv(g.points, kFillChunk);
+  const int64_t tasks = g.n * chunks_per_n;
+  std::unique_ptr<T[]> partials;
+  if (fill_grad != nullptr) partials = NewArray<T>("fill-gradient partial sums", tasks * g.c);
+  DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
+    constexpr int K = decltype(k)::value;
+    ParallelFor(pool, tasks, [&](int64_t task) {
+      const int64_t n = task / chunks_per_n, p_begin = (task % chunks_per_n) * kFillChunk;
+      RunFillTask<T, K, decltype(interp)::value>(
+          g, grad_output, grid, fill, n, p_begin, std::min(g.points, p_begin + kFillChunk),
+          grid_grad, add_to_grid, partials ? partials.get() + task * g.c : nullptr);
+    });
+  });
+  if (fill_grad == nullptr) return;
+  for (int64_t task = 0; task < tasks; ++task) {  // in task order
+    for (int64_t c = 0; c < g.c; ++c) fill_grad[c] = fill_grad[c] + partials[task * g.c + c];
+  }
+}
+
+
+template void FillGradients<float>(ffi::ThreadPool&, const Geometry&, int64_t, const float*,
+                                   const float*, const float*, float*, bool, float*);
+template void FillGradients<double>(ffi::ThreadPool&, const Geometry&, int64_t, const double*,
+                                    const double*, const double*, double*, bool, double*);
+
+}  // namespace gs_cpu
