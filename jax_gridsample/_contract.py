@@ -31,7 +31,7 @@ attribute once asked for never changed CANN's kernel. The attribute stays in the
 schema, and an artifact exported earlier runs what it ran before: the target is unchanged, and
 no new version is needed.
 
-Adding version 2 of a target (a changed operand, result, attribute or meaning):
+Adding a version of a target (a changed operand, result, attribute or meaning), say 2:
 
 1. C++: bind the new schema under a new name ending in ``_v2`` (a new ``Bind...`` in
    ffi_contract.h and a handler for it) and add it to the module's ``registrations()``; keep the

@@ -5,7 +5,8 @@ Each folder of tests/export_compat/ holds CPU artifacts that some version of the
 targets by their current names, ``v1-unversioned-names`` by the names the package gave them before
 they carried a version (both exported with jax 0.10.2), ``v1-jax0.12`` the same as ``v1``, exported
 with jax 0.12.0.1; ``v2`` calls version 2 (one padding mode per axis: wrap, tuples, and "constant"
-as "zeros" plus its fill term), exported with jax 0.10.2. Each must load with the package under
+as "zeros" plus its fill term), ``v3`` version 3 of the CPU backward (the fill value's gradient in
+the backward's call), both exported with jax 0.10.2. Each must load with the package under
 test, under every jax from the oldest that can load it (OLDEST_LOADER), and give the results stored
 with it; those results are checked against the float64 reference too, so that a wrong stored value
 cannot pass unseen. A later version of the kernels may sum in another order, hence a tolerance

@@ -394,6 +394,28 @@ def test_fill_backward_matches_reference(case, padding):
                                      align_corners)[mask.index(True)]))
 
 
+@pytest.mark.skipif(ON_CUDA, reason="the CPU's backward of version 3")
+@pytest.mark.parametrize("dims,mode,channels_last", [(2, "bilinear", False), (2, "bicubic", True),
+                                                     (3, "bilinear", False),
+                                                     (3, "nearest", True)], ids=str)
+def test_fill_gradients_in_the_kernel_tasks_are_the_separate_pass(dims, mode, channels_last):
+    """Where each backward task holds a whole batch element (8 of them: one band, one channel
+    block), the kernel runs the fill term's gradients block by block, while grad_output is in
+    the cache; without the input gradient a separate pass runs them. Both give the same bits
+    (the same sums in the same order), float32 and float64."""
+    rng = np.random.default_rng(_seed(f"fused{dims}{mode}{channels_last}"))
+    for dtype in (np.float32, np.float64):
+        x, grid, go = random_case(dims, rng, dtype=dtype, batch=8,
+                                  out_spatial=(70, 61) if dims == 2 else (17, 16, 17))
+        args = (go, x, grid * 1.5, MODES[mode], (3,) * dims, False, channels_last)
+        _, gg, gf = native_backward(*args, output_mask=(True, True, True))
+        _, alone_gg, alone_gf = native_backward(*args, output_mask=(False, True, True))
+        _, _, only_gf = native_backward(*args, output_mask=(False, False, True))
+        np.testing.assert_array_equal(np.asarray(gg), np.asarray(alone_gg))
+        for other in (alone_gf, only_gf):
+            np.testing.assert_array_equal(np.asarray(gf), np.asarray(other))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_types_are_the_float32_kernel_rounded_once(dtype):
     """float16 / bfloat16 widen exactly to float32, run the float32 kernel, and round each

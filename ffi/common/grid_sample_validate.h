@@ -88,7 +88,7 @@ struct Geometry {
   const void* fill = nullptr;
 };
 
-// Whether some axis of g is "constant" (version 2's forward only).
+// Whether some axis of g is "constant" (the targets that take a fill value).
 inline bool HasConstantAxis(const Geometry& g) {
   for (int a = 0; a < g.k; ++a) {
     if (g.axis_padding[a] == 3) return true;
@@ -99,9 +99,9 @@ inline bool HasConstantAxis(const Geometry& g) {
 // Whether `padding` is a valid code of the `padding` attribute: 0 (zeros),
 // 1 (border) or 2 (reflection) in version 1 of the targets, also 4 (wrap) in
 // version 2, and 3 ("constant") in the targets that take the fill value as
-// an operand (`with_fill`: version 2's forward, version 3's CPU backward, the
-// fill backward). Version 2's backward of "constant" is that of "zeros", the
-// fill term's gradients computed beside it.
+// an operand (`with_fill`: version 2's forward, version 3's CPU backward,
+// version 2's fill backward); version 2's backward takes "constant" axes as
+// "zeros" (its lowering passed 0), the fill term's gradients computed beside.
 inline bool ValidPaddingCode(int64_t padding, bool version1, bool with_fill) {
   return (padding >= 0 && padding <= 2) || (!version1 && padding == 4) ||
          (with_fill && padding == 3);

@@ -21,9 +21,6 @@ namespace gs_cpu {
 namespace {
 
 
-// Points per task: a multiple of the block, a fixed function of the shapes.
-constexpr int64_t kFillChunk = 4096;
-constexpr int64_t kFillBlock = 256;
 
 // One fill axis of `cnt` points (coordinate stride K): the sum of its inside
 // taps' weights, and of their derivatives times the chain factor. Its taps
@@ -53,7 +50,6 @@ GS_CPU_INLINE void FillTask(const Geometry& g, const T* grad_output, const T* gr
   const int64_t sizes[3] = {g.w, g.h, g.d};
   T outside[kFillBlock], weighted[kFillBlock], dw[K][kFillBlock];
   T sum[K][kFillBlock], dsum[K][kFillBlock];
-  if (partial != nullptr) std::fill(partial, partial + g.c, T(0));
   for (int64_t p0 = p_begin; p0 < p_end; p0 += kFillBlock) {
     const int64_t cnt = std::min(kFillBlock, p_end - p0);
     const T* coords = grid + (n * g.points + p0) * K;
@@ -90,17 +86,26 @@ GS_CPU_INLINE void FillTask(const Geometry& g, const T* grad_output, const T* gr
       for (int64_t c = 0; c < g.c; ++c) {
         const T* go = grad_output + (n * g.c + c) * g.points + p0;
         const T f = fill[c];
-        for (int64_t b = 0; b < cnt; ++b) weighted[b] = weighted[b] + f * go[b];
-        if (partial == nullptr) continue;
-        // kLanes independent sums (point b adds to sum b % kLanes), added in a fixed
-        // order: a loop the compiler vectorizes, where one running sum would not.
+        if (partial == nullptr) {
+          for (int64_t b = 0; b < cnt; ++b) weighted[b] = weighted[b] + f * go[b];
+          continue;
+        }
+        // With kLanes independent sums (point b adds to sum b % kLanes), added in a
+        // fixed order: a loop the compiler vectorizes, where one running sum would not;
+        // each value of grad_output read once for both sums.
         constexpr int kLanes = 8;
         T lanes[kLanes] = {};
         int64_t b = 0;
         for (; b + kLanes <= cnt; b += kLanes) {
-          for (int j = 0; j < kLanes; ++j) lanes[j] = lanes[j] + go[b + j] * outside[b + j];
+          for (int j = 0; j < kLanes; ++j) {
+            weighted[b + j] = weighted[b + j] + f * go[b + j];
+            lanes[j] = lanes[j] + go[b + j] * outside[b + j];
+          }
         }
-        for (; b < cnt; ++b) lanes[b % kLanes] = lanes[b % kLanes] + go[b] * outside[b];
+        for (; b < cnt; ++b) {
+          weighted[b] = weighted[b] + f * go[b];
+          lanes[b % kLanes] = lanes[b % kLanes] + go[b] * outside[b];
+        }
         T acc = T(0);
         for (int j = 0; j < kLanes; ++j) acc = acc + lanes[j];
         partial[c] = partial[c] + acc;
@@ -159,34 +164,56 @@ void RunFillTask(const Geometry& g, const T* grad_output, const T* grid, const T
 }  // namespace
 
 template <typename T>
-void FillGradients(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
-                   const T* grad_output, const T* grid, const T* fill, T* grid_grad,
-                   bool add_to_grid, T* fill_grad) {
-  if (fill_grad != nullptr) std::fill(fill_grad, fill_grad + g.c, T(0));
-  if (g.n == 0 || g.points == 0) return;
-  const int64_t chunks_per_n = CeilDiv(g.points, kFillChunk);
-  const int64_t tasks = g.n * chunks_per_n;
-  std::unique_ptr<T[]> partials;
-  if (fill_grad != nullptr) partials = NewArray<T>("fill-gradient partial sums", tasks * g.c);
+void FillGradientsOfPoints(const Geometry& g, int64_t interpolation, const T* grad_output,
+                           const T* grid, const T* fill, int64_t n, int64_t p_begin,
+                           int64_t p_end, T* grid_grad, bool add_to_grid, T* partial) {
   DispatchKernel(g.k, interpolation, [&](auto k, auto interp) {
-    constexpr int K = decltype(k)::value;
-    ParallelFor(pool, tasks, [&](int64_t task) {
-      const int64_t n = task / chunks_per_n, p_begin = (task % chunks_per_n) * kFillChunk;
-      RunFillTask<T, K, decltype(interp)::value>(
-          g, grad_output, grid, fill, n, p_begin, std::min(g.points, p_begin + kFillChunk),
-          grid_grad, add_to_grid, partials ? partials.get() + task * g.c : nullptr);
-    });
+    RunFillTask<T, decltype(k)::value, decltype(interp)::value>(
+        g, grad_output, grid, fill, n, p_begin, p_end, grid_grad, add_to_grid, partial);
   });
-  if (fill_grad == nullptr) return;
-  for (int64_t task = 0; task < tasks; ++task) {  // in task order
-    for (int64_t c = 0; c < g.c; ++c) fill_grad[c] = fill_grad[c] + partials[task * g.c + c];
+}
+
+template <typename T>
+void AddFillPartials(const Geometry& g, const T* partials, T* fill_grad) {
+  std::fill(fill_grad, fill_grad + g.c, T(0));
+  const int64_t rows = g.n * CeilDiv(g.points, kFillChunk);
+  for (int64_t row = 0; row < rows; ++row) {  // in (n, chunk) order
+    for (int64_t c = 0; c < g.c; ++c) fill_grad[c] = fill_grad[c] + partials[row * g.c + c];
   }
 }
 
+template <typename T>
+void FillGradients(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
+                   const T* grad_output, const T* grid, const T* fill, T* grid_grad,
+                   bool add_to_grid, T* fill_grad) {
+  if (g.n == 0 || g.points == 0) {
+    if (fill_grad != nullptr) std::fill(fill_grad, fill_grad + g.c, T(0));
+    return;
+  }
+  const int64_t chunks_per_n = CeilDiv(g.points, kFillChunk);
+  const int64_t tasks = g.n * chunks_per_n;
+  std::unique_ptr<T[]> partials;
+  if (fill_grad != nullptr) {
+    partials = NewArray<T>("fill-gradient partial sums", tasks * g.c);
+    std::fill(partials.get(), partials.get() + tasks * g.c, T(0));
+  }
+  ParallelFor(pool, tasks, [&](int64_t task) {
+    const int64_t n = task / chunks_per_n, p_begin = (task % chunks_per_n) * kFillChunk;
+    FillGradientsOfPoints<T>(g, interpolation, grad_output, grid, fill, n, p_begin,
+                             std::min(g.points, p_begin + kFillChunk), grid_grad, add_to_grid,
+                             partials ? partials.get() + task * g.c : nullptr);
+  });
+  if (fill_grad != nullptr) AddFillPartials<T>(g, partials.get(), fill_grad);
+}
 
-template void FillGradients<float>(ffi::ThreadPool&, const Geometry&, int64_t, const float*,
-                                   const float*, const float*, float*, bool, float*);
-template void FillGradients<double>(ffi::ThreadPool&, const Geometry&, int64_t, const double*,
-                                    const double*, const double*, double*, bool, double*);
+#define GS_FILL_GRADIENTS(T)                                                                 \
+  template void FillGradients<T>(ffi::ThreadPool&, const Geometry&, int64_t, const T*, const T*, \
+                                 const T*, T*, bool, T*);                                      \
+  template void FillGradientsOfPoints<T>(const Geometry&, int64_t, const T*, const T*,         \
+                                         const T*, int64_t, int64_t, int64_t, T*, bool, T*);   \
+  template void AddFillPartials<T>(const Geometry&, const T*, T*);
+GS_FILL_GRADIENTS(float)
+GS_FILL_GRADIENTS(double)
+#undef GS_FILL_GRADIENTS
 
 }  // namespace gs_cpu

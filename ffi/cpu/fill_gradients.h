@@ -16,6 +16,14 @@
 
 namespace gs_cpu {
 
+// The pass's work: chunks of kFillChunk points of one batch element, each in
+// sub-blocks of kFillBlock points, whose per-channel sums are added to the
+// chunk's row of partial sums in point order; the rows are added in (batch
+// element, chunk) order (AddFillPartials). The same bits on any number of
+// threads, and where the backward kernel runs the chunks itself.
+constexpr int64_t kFillChunk = 4096;
+constexpr int64_t kFillBlock = 256;
+
 // The pass in compute type T (float or double) for the call `g` (its fill
 // axes: g.axis_padding); grid_grad and fill_grad may be nullptr (not asked
 // for). grid_grad is set to the term's part, or with add_to_grid that part is
@@ -24,6 +32,21 @@ template <typename T>
 void FillGradients(ffi::ThreadPool& pool, const Geometry& g, int64_t interpolation,
                    const T* grad_output, const T* grid, const T* fill, T* grid_grad,
                    bool add_to_grid, T* fill_grad);
+
+// Points [p_begin, p_end) of batch element n alone: a chunk, or a run of its
+// sub-blocks from a multiple of kFillBlock (the backward kernel's blocks, so
+// that grad_output is read while in the cache). grid_grad as above; the
+// points' sums are added to `partial`, their chunk's row (C values, zeroed by
+// the caller; nullptr: not wanted).
+template <typename T>
+void FillGradientsOfPoints(const Geometry& g, int64_t interpolation, const T* grad_output,
+                           const T* grid, const T* fill, int64_t n, int64_t p_begin,
+                           int64_t p_end, T* grid_grad, bool add_to_grid, T* partial);
+
+// fill_grad (C values) from the rows of partial sums of every (batch
+// element, chunk), added in that order.
+template <typename T>
+void AddFillPartials(const Geometry& g, const T* partials, T* fill_grad);
 
 }  // namespace gs_cpu
 

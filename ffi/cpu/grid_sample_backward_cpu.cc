@@ -85,6 +85,10 @@ void PlanNearestRanges(const Geometry& g, BackwardPlan* p) {
 }
 
 // The arrays of a call; grad_input and grad_grid null when not wanted.
+// With a fill value (fill_call: the call's geometry, with its "constant" axes
+// and fill value), the kernel may run the fill term's gradients itself
+// (FuseFill): its grid part added to grad_grid, its sums per (batch element,
+// chunk) to the rows of fill_partials (null: not wanted).
 template <typename T>
 struct BackwardArrays {
   const T* grad_out;
@@ -92,6 +96,8 @@ struct BackwardArrays {
   const T* grid;
   T* grad_input;
   T* grad_grid;
+  const Geometry* fill_call = nullptr;
+  T* fill_partials = nullptr;
 };
 
 // One task's share: batch element n, channels [c_begin, c_end), taps whose
@@ -297,10 +303,13 @@ class GenericBlock {
   std::unique_ptr<T[]> gacc_, acc_;
 };
 
-// Task t's points, in blocks of the generic block's size.
+// Task t's points, in blocks of the generic block's size; with `fill` (the
+// task holds every channel and point of its batch element, FuseFill), each
+// block's fill term gradients right after it, while its grad_output is in
+// the cache.
 template <typename T, int K, int kInterp, bool kChannelsLast>
 void RunTask(const Geometry& g, const BackwardArrays<T>& arrays, BackwardStrategy strategy,
-             const BackwardTask<T>& t) {
+             const BackwardTask<T>& t, bool fill) {
   using Block = GenericBlock<T, K, kInterp, kChannelsLast>;
   Block block(g, arrays, strategy == BackwardStrategy::kChannelsLastAvx2, t.grid_out != nullptr);
   std::unique_ptr<int64_t[]> pidx = NewArray<int64_t>("point indices", Block::kBlock);
@@ -309,7 +318,26 @@ void RunTask(const Geometry& g, const BackwardArrays<T>& arrays, BackwardStrateg
     for (int b = 0; b < cnt; ++b) pidx[b] = t.list != nullptr ? t.list[j0 + b] : t.p_begin + j0 + b;
     T* grid_out = t.grid_out != nullptr ? t.grid_out + j0 * K : nullptr;
     block.Run(t, pidx.get(), t.coords + j0 * K, cnt, grid_out);
+    if (!fill) continue;
+    T* partial = nullptr;
+    if (arrays.fill_partials != nullptr) {
+      partial = arrays.fill_partials + (t.n * CeilDiv(g.points, kFillChunk) + j0 / kFillChunk) * g.c;
+      if (j0 % kFillChunk == 0) std::fill(partial, partial + g.c, T(0));
+    }
+    FillGradientsOfPoints<T>(*arrays.fill_call, kInterp, arrays.grad_out, arrays.grid,
+                             static_cast<const T*>(arrays.fill_call->fill), t.n, j0, j0 + cnt,
+                             arrays.grad_grid, /*add_to_grid=*/true, partial);
   }
+}
+
+// Whether the tasks of `plan` run the fill term's gradients (RunTask): where
+// each holds every channel and point of a batch element (one band, one
+// channel block), in blocks that are runs of the pass's sub-blocks within
+// its chunks, so that the sums are the separate pass's, bit for bit.
+template <int kBlock>
+bool FuseFill(const BackwardPlan& plan) {
+  return plan.bands == 1 && plan.nblocks == 1 && !plan.nearest_ranges &&
+         kBlock % kFillBlock == 0 && kFillChunk % kBlock == 0;
 }
 
 // Zeroes the part of grad_input task t owns: its channels x its band.
@@ -401,8 +429,9 @@ void NearestRangesBackward(ffi::ThreadPool& pool, const Geometry& g, const Backw
   });
 }
 
+// Returns whether the tasks ran the fill term's gradients too (FuseFill).
 template <typename T, int K, int kInterp, bool kChannelsLast>
-void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy strategy,
+bool BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy strategy,
                     const BackwardArrays<T>& a) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   constexpr int kTaps = TapBlock<T, K, kInterp>::kTaps;
@@ -413,30 +442,32 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
   if (a.grad_grid != nullptr && (!need_gg || g.c == 0)) {
     std::fill(a.grad_grid, a.grad_grid + grid_size, T(0));
   }
-  if (g.n == 0 || g.c == 0) return;
-  auto run = [&](const BackwardTask<T>& t) {
-    RunTask<T, K, kInterp, kChannelsLast>(g, a, strategy, t);
+  if (g.n == 0 || g.c == 0) return false;
+  auto run = [&](const BackwardTask<T>& t, bool fill) {
+    RunTask<T, K, kInterp, kChannelsLast>(g, a, strategy, t, fill);
   };
   const int64_t band_axis = BandAxisSize(g);
   if (a.grad_input == nullptr) {
-    if (!need_gg) return;
+    if (!need_gg) return false;
     // Grid gradient only: chunks of points, all channels.
     const int64_t pts = PointsPerChunk(points, g.c, kTaps, kBlock);
     ParallelForPoints(pool, g, pts, [&](int64_t n, int64_t p_begin, int64_t p_end) {
       const int64_t q = n * points + p_begin;
       run({n, 0, g.c, 0, band_axis, nullptr, a.grid + q * K, p_begin, p_end - p_begin, nullptr,
-           a.grad_grid + q * K});
+           a.grad_grid + q * K}, false);
     });
-    return;
+    return false;
   }
   BackwardPlan plan = PlanBands(g, kT1, K * sizeof(T));
   if constexpr (kInterp == gs::kNearest && std::is_same_v<T, float>) {
     if (strategy == BackwardStrategy::kNearestRanges) {
       PlanNearestRanges(g, &plan);
-      return NearestRangesBackward<K>(pool, g, plan, a);
+      NearestRangesBackward<K>(pool, g, plan, a);
+      return false;
     }
   }
   const int64_t bands = plan.bands;
+  const bool fill = a.fill_call != nullptr && FuseFill<TapBlock<T, K, kInterp>::kBlock>(plan);
   BandLists<T> lists;
   if (bands > 1) BuildBandLists<T, K, kInterp>(pool, g, a.grid, bands, &lists);
   // Grid-gradient partials per (channel block, entry) unless there is one
@@ -473,9 +504,10 @@ void BackwardKernel(ffi::ThreadPool& pool, const Geometry& g, BackwardStrategy s
     } else if (need_gg) {
       t.grid_out = a.grad_grid + n * points * K;
     }
-    run(t);
+    run(t, fill);
   });
   if (split_grid) ReduceGridPartials(pool, g, plan, lists, entries, parts.get(), a.grad_grid);
+  return fill;
 }
 
 // The float32 or float64 kernel (dt) of `strategy` on the buffers;
@@ -489,16 +521,30 @@ ffi::Error BackwardTyped(ffi::ThreadPool& pool, const Geometry& g, ffi::DataType
                          void* grad_fill) {
   Geometry zeros = g;
   zeros.fill = nullptr;  // the kernels' taps of a "constant" axis are those of "zeros"
+  const bool fill = g.fill != nullptr && (grad_grid != nullptr || grad_fill != nullptr);
   return Dispatch(dt, g.k, interpolation, g.channels_last,
                   [&](auto fmt, auto k, auto interp, auto cl) -> ffi::Error {
                     using T = decltype(fmt);
-                    const BackwardArrays<T> arrays{
+                    BackwardArrays<T> arrays{
                         static_cast<const T*>(grad_output), static_cast<const T*>(input),
                         static_cast<const T*>(grid), static_cast<T*>(grad_input),
                         static_cast<T*>(grad_grid)};
-                    BackwardKernel<decltype(fmt), decltype(k)::value, decltype(interp)::value,
-                                   decltype(cl)::value>(pool, zeros, strategy, arrays);
-                    if (g.fill != nullptr && (grad_grid != nullptr || grad_fill != nullptr)) {
+                    std::unique_ptr<T[]> partials;
+                    if (fill) {
+                      arrays.fill_call = &g;
+                      if (grad_fill != nullptr && g.n * g.points > 0) {
+                        const int64_t rows = g.n * CeilDiv(g.points, kFillChunk);
+                        partials = NewArray<T>("fill-gradient partial sums", rows * g.c);
+                        arrays.fill_partials = partials.get();
+                      }
+                    }
+                    const bool fused = BackwardKernel<T, decltype(k)::value,
+                                                      decltype(interp)::value,
+                                                      decltype(cl)::value>(pool, zeros, strategy,
+                                                                           arrays);
+                    if (fused && grad_fill != nullptr) {
+                      AddFillPartials<T>(g, partials.get(), static_cast<T*>(grad_fill));
+                    } else if (fill && !fused) {
                       FillGradients<T>(pool, g, interpolation, arrays.grad_out, arrays.grid,
                                        static_cast<const T*>(g.fill), arrays.grad_grid,
                                        /*add_to_grid=*/true, static_cast<T*>(grad_fill));
