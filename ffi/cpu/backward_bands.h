@@ -79,11 +79,12 @@ void ForEachEntry(const BandLists<T>& lists, int64_t points, int64_t bands, int6
 // tap in range), and, added to count[b], how many of them have a tap in
 // band b.
 template <typename T, int K, int kInterp>
-GS_CPU_INLINE void BlockBands(const T* block, int64_t cnt, int64_t size, int64_t pad, bool align,
-                              const uint8_t* band_of, int64_t bands, TapBlock<T, K, kInterp>* tb,
-                              uint8_t* first, uint8_t* last, int64_t* count) {
+GS_CPU_INLINE void BlockBands(const T* block, int64_t cnt, const Geometry& g, int64_t size,
+                              int64_t pad, bool align, const uint8_t* band_of, int64_t bands,
+                              TapBlock<T, K, kInterp>* tb, uint8_t* first, uint8_t* last,
+                              int64_t* count) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
-  AxisTaps<T, K, kInterp>(block, cnt, size, pad, align, K - 1, tb);
+  AxisTapsUnder<T, K, kInterp>(block, cnt, g, pad, align, K - 1, tb);
   // Four sets of counters, taken in turn: consecutive points in the same band
   // do not wait for each other's increment. Slot kMaxBands counts nothing.
   int64_t tally[4][kMaxBands + 1] = {};
@@ -142,9 +143,8 @@ void BuildBandLists(xla::ffi::ThreadPool& pool, const Geometry& g, const T* grid
       uint8_t* first = out->first.get() + n * points + p0;
       uint8_t* last = out->last.get() + n * points + p0;
       WithTapConstants<T>(g, [&](int64_t pad, bool align) GS_CPU_INLINE_LAMBDA {
-        BlockBands<T, K, kInterp>(block, cnt, size, AxisPadding(pad, g, K - 1), align,
-                                  band_of.get(), bands, tb.get(),
-                                  first, last, count);
+        BlockBands<T, K, kInterp>(block, cnt, g, size, pad, align, band_of.get(), bands,
+                                  tb.get(), first, last, count);
       });
     }
     std::copy(count, count + bands, counts.get() + chunk * bands);

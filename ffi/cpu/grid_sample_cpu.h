@@ -283,16 +283,35 @@ GS_CPU_INLINE int64_t AxisPadding(int64_t pad, const Geometry& g, int axis) {
   return pad == gs_ffi::kPerAxis ? g.axis_padding[axis] : pad;
 }
 
+// AxisTaps for axis `axis` under a dispatched `pad`. Where the axes' modes
+// differ (kPerAxis) in the float32 build (kSpecializedTaps), the axis's own
+// mode as a constant too, so that its loop vectorizes as a uniform call's.
+template <typename T, int K, int kInterp, typename TB>
+GS_CPU_INLINE void AxisTapsUnder(const T* grid, int64_t count, const Geometry& g, int64_t pad,
+                                 bool align, int axis, TB* tb) {
+  const int64_t size = axis == 0 ? g.w : axis == 1 ? g.h : g.d;
+  if (!std::is_same_v<T, float> || pad != gs_ffi::kPerAxis) {
+    return AxisTaps<T, K, kInterp>(grid, count, size, AxisPadding(pad, g, axis), align, axis, tb);
+  }
+  switch (g.axis_padding[axis]) {
+    case gs::kZeros:
+    case gs::kConstant:  // its taps are those of zeros
+      return AxisTaps<T, K, kInterp>(grid, count, size, gs::kZeros, align, axis, tb);
+    case gs::kBorder:
+      return AxisTaps<T, K, kInterp>(grid, count, size, gs::kBorder, align, axis, tb);
+    case gs::kReflection:
+      return AxisTaps<T, K, kInterp>(grid, count, size, gs::kReflection, align, axis, tb);
+    default:
+      return AxisTaps<T, K, kInterp>(grid, count, size, gs::kWrap, align, axis, tb);
+  }
+}
+
 // Pass 1 of the tap tables: every axis's taps, vectorized (see AxisTapsSoa
 // for `pad` and `align`).
 template <typename T, int K, int kInterp>
 GS_CPU_INLINE void AllAxisTaps(const T* grid, int64_t count, const Geometry& g, int64_t pad,
                                bool align, TapBlock<T, K, kInterp>* tb) {
-  AxisTaps<T, K, kInterp>(grid, count, g.w, AxisPadding(pad, g, 0), align, 0, tb);
-  AxisTaps<T, K, kInterp>(grid, count, g.h, AxisPadding(pad, g, 1), align, 1, tb);
-  if constexpr (K == 3) {
-    AxisTaps<T, K, kInterp>(grid, count, g.d, AxisPadding(pad, g, 2), align, 2, tb);
-  }
+  for (int a = 0; a < K; ++a) AxisTapsUnder<T, K, kInterp>(grid, count, g, pad, align, a, tb);
 }
 
 // FillTaps with the padding and align_corners values `pad`, `align`.
