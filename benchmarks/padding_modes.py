@@ -29,6 +29,7 @@ import numpy as np
 
 import jax_gridsample
 
+
 def uniform_grid(rng, shape, out_spatial):
     """Coordinates uniform in [-1.1, 1.1]: many points near the edges and, under "wrap", at
     the seam (about 3% per axis of 64 pixels)."""

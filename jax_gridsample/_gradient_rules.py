@@ -1,4 +1,4 @@
-"""The backward primitive's DCE and jvp rules (written for any primitive with an ``output_mask``)."""
+"""The backward primitive's DCE and jvp rules (for any primitive with an ``output_mask``)."""
 
 from __future__ import annotations
 
