@@ -162,3 +162,26 @@ def test_gradients_of_gradients(case):
 
     check_grads(jax.jit(penalty), (x, grid), order=1, modes=["rev"], eps=1e-6, atol=1e-6,
                 rtol=1e-6)
+
+
+def test_gradients_of_gradients_with_a_fill_value():
+    """Double backward through "constant" (per axis, beside "wrap"): the backward primitive
+    returns the fill value's gradient too, and its jvp differentiates all three; finite
+    differences with respect to the input, the grid and the fill value."""
+    rng = np.random.default_rng(16)
+    x = jnp.asarray(rng.standard_normal((1, 2, 5, 6)))
+    grid = jnp.asarray(rng.uniform(-1.3, 1.3, (1, 3, 4, 2)))
+    fill = jnp.asarray([0.3, -0.7])
+    weights = jnp.asarray(rng.standard_normal((1, 2, 3, 4)))
+
+    def loss(x, grid, fill):
+        out = jax_gridsample.grid_sample(x, grid, padding_mode=("constant", "wrap"),
+                                         fill_value=fill)
+        return jnp.sum(out * weights)
+
+    def penalty(x, grid, fill):
+        gx, gg, gf = jax.grad(loss, argnums=(0, 1, 2))(x, grid, fill)
+        return jnp.sum(gx**2) + jnp.sum(jnp.sin(gg)) + jnp.sum(gf**3)
+
+    check_grads(jax.jit(penalty), (x, grid, fill), order=1, modes=["rev"], eps=1e-6, atol=1e-6,
+                rtol=1e-6)
