@@ -131,12 +131,12 @@ static bool HasWrapAxis(const Geometry& g) {
   return false;
 }
 
-// Bilinear pairs with a "wrap" axis: the groups of 16 points of the block,
-// those without a seam point (as FillPairs marked them in seam_mask) first;
-// the seam points, listed in seam_points; and their gather tables (off, w;
-// FillSoaTaps on their coordinates alone), so that SeamSums gives each its
-// gather path's sum: the same bits as every other strategy's. Their fill
-// weights stay FillPairs's.
+// Bilinear pairs with a "wrap" axis: per group of 16 points of the block,
+// whether it holds a seam point (group_seams; FillPairs marked them in
+// seam_mask); the seam points, listed in seam_points; and their gather tables
+// (off, w; FillSoaTaps on their coordinates alone), so that SeamSums gives
+// each its gather path's sum: the same bits as every other strategy's. Their
+// fill weights stay FillPairs's.
 template <int K, int kInterp>
 void FillSeamTaps(const float* __restrict grid, int cnt, const Geometry& g,
                   SoaTaps<K, kInterp>* __restrict st) {
@@ -337,8 +337,8 @@ GS_CPU_VECTOR_INLINE void RowGroup(const float* __restrict src, const float* con
 // 64) prefetched `lines` per group; kStream: dst is 32-byte aligned and
 // streamed. The loop is bound by instruction issue, so kStream is decided
 // once per row rather than at each store, and the common one-line prefetch
-// takes no loop. kSeams: the groups in FillSeamTaps's order, those with seam
-// points last, their sums blended in.
+// takes no loop. kSeams: the groups that hold seam points (group_seams) get
+// those points' sums blended in.
 // Returns false when pairs read without masks gave a sum that is not finite.
 // With a fill value (`outside`, not nullptr), each sum plus fill * outside[b].
 template <bool kStream, bool kNoMask, bool kSeams, int K, int kInterp>
