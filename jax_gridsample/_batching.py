@@ -189,12 +189,14 @@ def _fill_gradients_apart(args, dims, size, *, output_mask, padding, **params):
     grads = [_front(g, at, size) for g, at in zip(grads, axes, strict=True)]
     input_grad = grads.pop(0) if output_mask[0] else None
     grid_grad = grads.pop(0) if output_mask[1] else None
-    x_shape = _unbatched_shape(input, input_dim)
-    term = functools.partial(fill_vjp, **term_params(x_shape, padding=padding, **params))
-    grid_part, fill_grad = jax.vmap(term)(*(_front(a, d, size) for a, d in (
-        (grad_output, gout_dim), (fill, fill_dim), (grid, grid_dim))))
-    if grid_grad is not None:
-        grid_grad = (grid_grad + grid_part).astype(grid_grad.dtype)
+    fill_grad = None
+    if output_mask[1] or output_mask[2]:  # the fill term's gradients
+        x_shape = _unbatched_shape(input, input_dim)
+        term = functools.partial(fill_vjp, **term_params(x_shape, padding=padding, **params))
+        grid_part, fill_grad = jax.vmap(term)(*(_front(a, d, size) for a, d in (
+            (grad_output, gout_dim), (fill, fill_dim), (grid, grid_dim))))
+        if grid_grad is not None:
+            grid_grad = (grid_grad + grid_part).astype(grid_grad.dtype)
     outputs = [g for g, wanted in zip((input_grad, grid_grad, fill_grad), output_mask,
                                       strict=True) if wanted]
     return outputs, [0] * len(outputs)

@@ -88,13 +88,16 @@ struct Geometry {
   const void* fill = nullptr;
 };
 
-// Whether some axis of g is "constant" (the targets that take a fill value).
-inline bool HasConstantAxis(const Geometry& g) {
+// Whether some axis of g has the padding mode `code`.
+inline bool HasAxisPadding(const Geometry& g, int64_t code) {
   for (int a = 0; a < g.k; ++a) {
-    if (g.axis_padding[a] == 3) return true;
+    if (g.axis_padding[a] == code) return true;
   }
   return false;
 }
+
+// Whether some axis of g is "constant" (the targets that take a fill value).
+inline bool HasConstantAxis(const Geometry& g) { return HasAxisPadding(g, 3); }
 
 // Whether `padding` is a valid code of the `padding` attribute: 0 (zeros),
 // 1 (border) or 2 (reflection) in version 1 of the targets, also 4 (wrap) in

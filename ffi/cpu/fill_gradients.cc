@@ -20,8 +20,6 @@
 namespace gs_cpu {
 namespace {
 
-
-
 // One fill axis of `cnt` points (coordinate stride K): the sum of its inside
 // taps' weights, and of their derivatives times the chain factor. Its taps
 // are those of "zeros" (padding and align_corners constants here, so that the

@@ -122,15 +122,6 @@ void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
   }
 }
 
-// Whether a call has a "wrap" axis, whose seam points the pairs do not
-// cover (FillSeamTaps).
-static bool HasWrapAxis(const Geometry& g) {
-  for (int a = 0; a < g.k; ++a) {
-    if (g.axis_padding[a] == gs::kWrap) return true;
-  }
-  return false;
-}
-
 // Bilinear pairs with a "wrap" axis: per group of 16 points of the block,
 // whether it holds a seam point (group_seams; FillPairs marked them in
 // seam_mask); the seam points, listed in seam_points; and their gather tables
@@ -457,7 +448,8 @@ GS_CPU_VECTOR void ForwardGatherChunk(const Geometry& g, const float* __restrict
   using ST = SoaTaps<K, kInterp>;
   const bool stream = StreamsOutput(g);
   const bool pairs = kInterp == gs::kBilinear && SamplesPairs(g, kInterp);
-  const bool wrap_pairs = pairs && HasWrapAxis(g);
+  // A "wrap" axis has seam points, which the pairs do not cover (FillSeamTaps).
+  const bool wrap_pairs = pairs && gs_ffi::HasAxisPadding(g, gs::kWrap);
   for (int64_t p0 = p_begin; p0 < p_end; p0 += ST::kB) {
     const int cnt = static_cast<int>(std::min<int64_t>(ST::kB, p_end - p0));
     const float* block_grid = grid + (n * g.points + p0) * K;
