@@ -167,7 +167,7 @@ class GenericBlock {
     Loops(t, pidx, cnt);
   }
 
-  void Loops(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
+  GS_CPU_INLINE void Loops(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
     if constexpr (kChannelsLast) {
       ChannelsLast(t, pidx, cnt);
     } else {
@@ -177,7 +177,8 @@ class GenericBlock {
 
 #if GS_CPU_HAVE_AVX2_PATH
   // The same loops compiled for AVX2 + FMA (kChannelsLastAvx2, float32; run only
-  // where HasAvx2Fma()). Contraction is off, so the same bits.
+  // where HasAvx2Fma()). Contraction is off, so the same bits. The loops are
+  // GS_CPU_INLINE: clang's flatten inlines only the calls written here.
   __attribute__((target("avx2,fma"), flatten)) void LoopsAvx2(const BackwardTask<T>& t,
                                                               const int64_t* pidx, int cnt) {
     Loops(t, pidx, cnt);
@@ -188,7 +189,7 @@ class GenericBlock {
   // A[t] = sum_c gv * input[t] (channels added in channel order), folded with
   // the weight derivatives once per point: sum_t dw[t] * A[t], taps in order.
   // The one order of every channels-first strategy.
-  void Rows(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
+  GS_CPU_INLINE void Rows(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
     if (grad_) std::fill(acc_.get(), acc_.get() + cnt * kTaps, T(0));
     if (t.gi != nullptr && grad_) {
       RowChannels<true, true>(t, pidx);
@@ -212,7 +213,7 @@ class GenericBlock {
   // loads of the point's tables and sums; each channel is added in channel
   // order, whatever the grouping.
   template <bool kGi, bool kGrad>
-  void RowChannels(const BackwardTask<T>& t, const int64_t* pidx) {
+  GS_CPU_INLINE void RowChannels(const BackwardTask<T>& t, const int64_t* pidx) {
     int64_t c = t.c_begin;
     for (; c + 4 <= t.c_end; c += 4) RowGroup<kGi, kGrad, 4>(t, c, pidx);
     for (; c < t.c_end; ++c) RowGroup<kGi, kGrad, 1>(t, c, pidx);
@@ -222,7 +223,7 @@ class GenericBlock {
   // and updated as one TapRow (bilinear: two rows as one TapRowPair), then
   // the others (in-range taps first, by tap count) tap by tap.
   template <bool kGi, bool kGrad, int kG>
-  void RowGroup(const BackwardTask<T>& t, int64_t c0, const int64_t* pidx) {
+  GS_CPU_INLINE void RowGroup(const BackwardTask<T>& t, int64_t c0, const int64_t* pidx) {
     using Row = std::conditional_t<kT1 == 2, TapRowPair<T>, TapRow<T, kT1>>;
     constexpr int kStep = kT1 == 2 ? 4 : kT1;  // taps per Row
     const T* go[kG];
@@ -285,7 +286,7 @@ class GenericBlock {
   }
 
   // Channels last: each point's taps over the task's channels.
-  void ChannelsLast(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
+  GS_CPU_INLINE void ChannelsLast(const BackwardTask<T>& t, const int64_t* pidx, int cnt) {
     const int64_t cstride = g_.c;
     const ChannelsLastBlock<T> cl{a_.grad_out + t.n * g_.points * cstride,
                                   a_.input + t.n * g_.plane * cstride,

@@ -90,6 +90,7 @@ GS_CPU_VECTOR __attribute__((flatten)) void AxisSoa(const float* __restrict coor
                                                     float (*__restrict wx)[kB],
                                                     float* __restrict dm = nullptr) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
+  GS_CPU_VECTORIZE_LOOP
   for (int b = 0; b < cnt; ++b) {
     gs::AxisTaps<float, kT1, int32_t> t;
     gs::ComputeAxisTaps<kInterp, float, int32_t>(coord[b * K], size, kPad, kAlign, &t);
@@ -116,6 +117,7 @@ GS_CPU_VECTOR __attribute__((flatten)) void NearestOffsets(const float* __restri
                                                            float* __restrict outside) {
   const int32_t w32 = static_cast<int32_t>(sizes[0]);
   const int32_t h32 = static_cast<int32_t>(sizes[1]);
+  GS_CPU_VECTORIZE_LOOP
   for (int b = 0; b < cnt; ++b) {
     int32_t idx[K];
     bool valid = true;
@@ -224,6 +226,7 @@ GS_CPU_VECTOR __attribute__((flatten)) void PairAxes(const float* __restrict gri
                                                      int32_t* __restrict seam) {
   const int32_t w32 = static_cast<int32_t>(sizes[0]);
   const int32_t h32 = static_cast<int32_t>(sizes[1]);
+  GS_CPU_VECTORIZE_LOOP
   for (int b = 0; b < cnt; ++b) {
     int32_t base[K];
     int32_t crosses = 0;
@@ -246,6 +249,7 @@ GS_CPU_VECTOR __attribute__((flatten)) void PairAxis(const float* __restrict coo
                                                      float (*__restrict pw)[kB],
                                                      int32_t* __restrict bases,
                                                      int32_t* __restrict seam) {
+  GS_CPU_VECTORIZE_LOOP
   for (int b = 0; b < cnt; ++b) {
     seam[b] |= -PairTaps<kB, kIndices>(coord[b * K], size, kPad, kAlign, b, ix, pw, &bases[b]);
   }
@@ -323,7 +327,9 @@ GS_CPU_VECTOR void FillSoaTaps(const float* __restrict grid, int cnt, const Geom
     const float* coord = grid + a;
     const int64_t size = sizes[a];
     constexpr int kStride = ST::kStride;
-    DispatchPaddingCode(g.axis_padding[a], g.align_corners, [&](auto pad, auto align) {
+    // By value: a `cnt` captured by reference lives in memory, and clang then
+    // cannot count the loops below, whose stores might change it.
+    DispatchPaddingCode(g.axis_padding[a], g.align_corners, [=](auto pad, auto align) {
       constexpr int kPad = static_cast<int>(decltype(pad)::value);
       constexpr bool kAlign = decltype(align)::value;
       AxisSoa<K, kInterp, kPad, kAlign, kStride>(coord, cnt, size, st->ax[a], st->aw[a]);

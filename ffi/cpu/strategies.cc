@@ -9,14 +9,36 @@
 #include "nearest_ranges_backward.h"
 #include "tile_sampler.h"
 
+#if GS_CPU_HAVE_AVX2_PATH
+#include <cpuid.h>
+#endif
+
 namespace gs_cpu {
+
+#if GS_CPU_HAVE_AVX2_PATH
+namespace {
+
+// AVX2 and FMA in the CPU, and the AVX state saved by the OS, read with cpuid and
+// xgetbv. Not __builtin_cpu_supports: its __cpu_model symbol does not link into a
+// shared library with zig's toolchain (the release wheels', CMakeLists.txt).
+bool CpuidHasAvx2Fma() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const bool fma = ecx & (1u << 12), osxsave = ecx & (1u << 27), avx = ecx & (1u << 28);
+  if (!(fma && osxsave && avx)) return false;
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  if ((xcr0_low & 0x6u) != 0x6u) return false;  // XMM and YMM state enabled
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  return ebx & (1u << 5);
+}
+
+}  // namespace
+#endif
 
 bool HasAvx2Fma() {
 #if GS_CPU_HAVE_AVX2_PATH
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
+  static const bool has = CpuidHasAvx2Fma();
   return has;
 #else
   return false;
