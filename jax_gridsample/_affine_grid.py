@@ -36,6 +36,17 @@ def affine_grid(theta: jax.Array, size: Sequence[int], *, align_corners: bool = 
     -------
     jax.Array
         ``(N, H, W, 2)`` or ``(N, D, H, W, 3)`` in theta's dtype; differentiable in theta.
+
+    Examples
+    --------
+    >>> theta = jnp.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])  # the identity, (1, 2, 3)
+    >>> grid = affine_grid(theta, (1, 3, 4, 5))
+    >>> grid.shape
+    (1, 4, 5, 2)
+    >>> print(grid[0, 0, 0])  # (x, y) of the top-left pixel's centre
+    [-0.8  -0.75]
+    >>> affine_grid(jnp.eye(3, 4)[None], (1, 1, 2, 3, 4)).shape  # 3D: (N, D, H, W, 3)
+    (1, 2, 3, 4, 3)
     """
     size = check_affine_args(theta, size)
     align_corners = check_bool(align_corners, "align_corners")

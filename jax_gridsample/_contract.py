@@ -104,8 +104,12 @@ def export_safety_checks() -> list[DisabledSafetyCheck]:
 
     Examples
     --------
-    >>> exported = jax.export.export(jax.jit(grid_sample), platforms=("cpu", "cuda"),
-    ...                              disabled_checks=export_safety_checks())(images, grid)
+    >>> from jax import export
+    >>> images, grid = jnp.ones((2, 3, 16, 16)), jnp.zeros((2, 8, 8, 2))
+    >>> exported = export.export(jax.jit(grid_sample), platforms=("cpu", "cuda"),
+    ...                          disabled_checks=export_safety_checks())(images, grid)
+    >>> exported.platforms
+    ('cpu', 'cuda')
     """
     check = import_jax_export().DisabledSafetyCheck
     return [check.custom_call(name) for name in RELEASED_TARGETS]

@@ -122,7 +122,25 @@ def cuda_status() -> str:
 
 
 def native_status() -> dict[str, str]:
-    """Platform -> "available", or the reason its native kernel is not available."""
+    """Platform -> "available", or the reason its native kernel is not available.
+
+    Returns
+    -------
+    dict of str to str
+        ``"cpu"``, ``"cuda"`` and ``"ascend"``, each ``"available"`` (Ascend's followed by
+        what it found, in parentheses) or why not: the compiled module is missing, a
+        registration failed, no device, ... Where a platform's kernels are not available,
+        ``implementation="auto"`` runs the ``jax.numpy`` reference there and
+        ``implementation="native"`` is an error.
+
+    Examples
+    --------
+    >>> status = native_status()
+    >>> sorted(status)
+    ['ascend', 'cpu', 'cuda']
+    >>> status["cpu"]  # doctest: +SKIP
+    'available'
+    """
     status = {"cpu": _CPU_STATUS, "cuda": cuda_status()}
     # Ascend (aclnn; owned by _ascend.py): one key for every spelling of the platform.
     from . import _ascend
