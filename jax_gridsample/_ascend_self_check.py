@@ -331,6 +331,7 @@ def run(kernel, platform: str, checked: list[Kind]) -> SelfCheck:
                        time.monotonic() - started)
     if failed or deterministic_failure or reference_failure:
         warnings.warn(f"jax_gridsample: the aclnn self-check {result.summary()}. Run "
-                      "benchmarks/ascend.py for the details and please send us its report; "
+                      "`python -m jax_gridsample --full` for the details and please send us "
+                      "its report; "
                       f"{ENV_VAR}=off trusts aclnn regardless.", RuntimeWarning, stacklevel=2)
     return result
