@@ -19,24 +19,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-
-def _median_ms(fn: Callable[[], Any], repeats: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+from ._timings import median_ms
 
 
 def _time_case(torch: Any, device_type: str, device: str, case: dict, repeats: int,
@@ -63,7 +51,7 @@ def _time_case(torch: Any, device_type: str, device: str, case: dict, repeats: i
     times: dict[str, float | str] = {}
     for key, fn in (("forward", forward), ("forward+backward", both)):
         try:
-            times[key] = _median_ms(fn, repeats, warmup)
+            times[key] = median_ms(fn, repeats, warmup)
         except Exception as exc:  # noqa: BLE001 - reported in the table
             times[key] = f"{type(exc).__name__}: {exc}"[:500]
     return times
