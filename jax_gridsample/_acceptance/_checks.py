@@ -48,6 +48,18 @@ def overall(checks: Sequence[dict]) -> str:
 
 # --- the self-check ---------------------------------------------------------------------------
 
+def native_outcome(check: dict, call: Callable[[], Any]) -> tuple[Any, dict | None]:
+    """``(call(), None)``, or ``(None, check's outcome)`` when the call raised: "routed" on
+    NotImplementedError (the platform sends it to the reference), "fail" on any other exception
+    (a crash is a failed check)."""
+    try:
+        return call(), None
+    except NotImplementedError as exc:
+        return None, dict(check, status="routed", reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a crash is a failed check
+        return None, dict(check, status="fail", error=error_text(exc))
+
+
 def check_self_check(run: Callable[[], dict], level: int | None) -> dict:
     """The outcome of ``run`` (``jax_gridsample.ascend_self_check``): its dict plus "status"
     ("pass"; "fail", with "error" when it could not run; or "expected": only its deterministic
@@ -106,14 +118,14 @@ def check_chain(device: jax.Device, host_device: jax.Device, plan: Plan,
             w = rng.uniform(-1, 1, output_shape(input_shape, grid2_shape))
             data.append([a.astype(jnp.dtype(dtype)) for a in (x, g1, g2, w)])
         native = _chain("native", mode, padding, align_corners)
-        try:
+
+        def run(native=native, data=data):
             pending = [native(*put(d, device)) for d in data]  # dispatched without waiting
-            got = [jax.device_get(p) for p in pending]
-        except NotImplementedError as exc:
-            checks.append(dict(check, status="routed", reason=str(exc)))
-            continue
-        except Exception as exc:  # noqa: BLE001 - a crash is a failed check
-            checks.append(dict(check, status="fail", error=error_text(exc)))
+            return [jax.device_get(p) for p in pending]
+
+        got, outcome = native_outcome(check, run)
+        if outcome is not None:
+            checks.append(outcome)
             continue
         reference = _chain("reference", mode, padding, align_corners)
         for run, ((gx, gg1, gg2), z) in enumerate(got):
@@ -193,13 +205,11 @@ def _check_exact(device: jax.Device, host_device: jax.Device, dim: int, mode: st
     x = rng.uniform(-1, 1, input_shape)
     go = rng.uniform(-1, 1, output_shape(input_shape, grid.shape))
     dev = put((x, grid, go), device, jnp.dtype(dtype))
-    try:
-        out = forward(case, *dev[:2], "native")
-        gi, gg = backward(case, *dev, "native", (True, True))
-    except NotImplementedError as exc:
-        return dict(check, status="routed", reason=str(exc))
-    except Exception as exc:  # noqa: BLE001 - a crash is a failed check
-        return dict(check, status="fail", error=error_text(exc))
+    results, outcome = native_outcome(check, lambda: (
+        forward(case, *dev[:2], "native"), backward(case, *dev, "native", (True, True))))
+    if outcome is not None:
+        return outcome
+    out, (gi, gg) = results
     host = put((x, grid, go), host_device, np.float64)
     expected_out = forward(case, *host[:2], "reference")
     expected_gi, expected_gg = backward(case, *host, "reference", (True, True))
@@ -264,17 +274,13 @@ def check_empty(device: jax.Device, host_device: jax.Device, kernel: Any, plan: 
         g = rng.uniform(0.5, 0.9, grid_shape).astype(np_dtype)
         go = rng.uniform(1, 2, output_shape(input_shape, grid_shape)).astype(np_dtype)
         dev = put((x, g, go), device)
-        try:
-            direct = {mask: _prefilled_backward(kernel, dev[2], dev[0], dev[1], mask)
-                      for mask in MASKS}
-            out = forward(case, *dev[:2], "native")
-            grads = backward(case, *dev, "native", (True, True))
-        except NotImplementedError as exc:
-            checks.append(dict(check, status="routed", reason=str(exc)))
+        results, outcome = native_outcome(check, lambda dev=dev, case=case: (
+            {mask: _prefilled_backward(kernel, dev[2], dev[0], dev[1], mask) for mask in MASKS},
+            forward(case, *dev[:2], "native"), backward(case, *dev, "native", (True, True))))
+        if outcome is not None:
+            checks.append(outcome)
             continue
-        except Exception as exc:  # noqa: BLE001 - a crash is a failed check
-            checks.append(dict(check, status="fail", error=error_text(exc)))
-            continue
+        direct, out, grads = results
         expected_out = output_shape(input_shape, grid_shape)
         results = [("output", out, expected_out), ("grad_input", grads[0], x.shape),
                    ("grad_grid", grads[1], g.shape)]
@@ -336,12 +342,9 @@ def _check_nan(device: jax.Device, host_device: jax.Device, plan: Plan, dim: int
     go_zeroed = go * np.expand_dims(finite, 1).astype(go.dtype)
     dev = put((x, g, go_zeroed), device)
     host = put((x, g, go_zeroed), host_device, np.float64)
-    try:
-        out = forward(case, *dev[:2], "native")
-    except NotImplementedError as exc:
-        return dict(check, status="routed", reason=str(exc))
-    except Exception as exc:  # noqa: BLE001 - a crash is a failed check
-        return dict(check, status="fail", error=error_text(exc))
+    out, outcome = native_outcome(check, lambda: forward(case, *dev[:2], "native"))
+    if outcome is not None:
+        return outcome
     exp = forward(case, *host[:2], "reference")
     sel = np.broadcast_to(np.expand_dims(finite, 1), exp.shape)
     err = scaled_error(out[sel], exp[sel])

@@ -250,19 +250,15 @@ def run_acceptance(platform: Platform, device: jax.Device, host_device: jax.Devi
     # The default calls: every one before the first deterministic call.
     cases = covered_cases(plan, options.quick, options.cases)
     routes = route_cases(plan, options.quick, options.cases)
-    report.section("parity: forward and default backward")
-    report.phase("parity")
-    report["parity"] = run_cases([c for c in cases if not c["deterministic"]], device,
-                                 host_device, "parity", level)
-    print_parity_table(report["parity"], out)
-    report.verdict("parity", *cases_verdict(report["parity"]))
-
-    report.section("routes: many channels, large planes and volumes, a large batch")
-    report.phase("routes")
-    report["routes"] = run_cases([c for c in routes if not c["deterministic"]], device,
-                                 host_device, "routes", level)
-    print_parity_table(report["routes"], out)
-    report.verdict("routes", *cases_verdict(report["routes"]))
+    for name, title, section_cases in (
+            ("parity", "parity: forward and default backward", cases),
+            ("routes", "routes: many channels, large planes and volumes, a large batch", routes)):
+        report.section(title)
+        report.phase(name)
+        report[name] = run_cases([c for c in section_cases if not c["deterministic"]], device,
+                                 host_device, name, level)
+        print_parity_table(report[name], out)
+        report.verdict(name, *cases_verdict(report[name]))
 
     report.section("chain: grid_sample of grid_sample and all gradients under one jax.jit, "
                    f"{plan.chain_runs} dispatched before any is read")
