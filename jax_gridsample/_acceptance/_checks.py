@@ -46,8 +46,6 @@ def overall(checks: Sequence[dict]) -> str:
     return "fail" if "fail" in statuses else "pass" if "pass" in statuses else "routed"
 
 
-# --- the self-check ---------------------------------------------------------------------------
-
 def native_outcome(check: dict, call: Callable[[], Any]) -> tuple[Any, dict | None]:
     """``(call(), None)``, or ``(None, check's outcome)`` when the call raised: "routed" on
     NotImplementedError (the platform sends it to the reference), "fail" on any other exception
@@ -59,6 +57,8 @@ def native_outcome(check: dict, call: Callable[[], Any]) -> tuple[Any, dict | No
     except Exception as exc:  # noqa: BLE001 - a crash is a failed check
         return None, dict(check, status="fail", error=error_text(exc))
 
+
+# --- the self-check ---------------------------------------------------------------------------
 
 def check_self_check(run: Callable[[], dict], level: int | None) -> dict:
     """The outcome of ``run`` (``jax_gridsample.ascend_self_check``): its dict plus "status"
@@ -119,11 +119,11 @@ def check_chain(device: jax.Device, host_device: jax.Device, plan: Plan,
             data.append([a.astype(jnp.dtype(dtype)) for a in (x, g1, g2, w)])
         native = _chain("native", mode, padding, align_corners)
 
-        def run(native=native, data=data):
+        def dispatch(native=native, data=data):
             pending = [native(*put(d, device)) for d in data]  # dispatched without waiting
             return [jax.device_get(p) for p in pending]
 
-        got, outcome = native_outcome(check, run)
+        got, outcome = native_outcome(check, dispatch)
         if outcome is not None:
             checks.append(outcome)
             continue
@@ -274,13 +274,13 @@ def check_empty(device: jax.Device, host_device: jax.Device, kernel: Any, plan: 
         g = rng.uniform(0.5, 0.9, grid_shape).astype(np_dtype)
         go = rng.uniform(1, 2, output_shape(input_shape, grid_shape)).astype(np_dtype)
         dev = put((x, g, go), device)
-        results, outcome = native_outcome(check, lambda dev=dev, case=case: (
+        calls, outcome = native_outcome(check, lambda dev=dev, case=case: (
             {mask: _prefilled_backward(kernel, dev[2], dev[0], dev[1], mask) for mask in MASKS},
             forward(case, *dev[:2], "native"), backward(case, *dev, "native", (True, True))))
         if outcome is not None:
             checks.append(outcome)
             continue
-        direct, out, grads = results
+        direct, out, grads = calls
         expected_out = output_shape(input_shape, grid_shape)
         results = [("output", out, expected_out), ("grad_input", grads[0], x.shape),
                    ("grad_grid", grads[1], g.shape)]
