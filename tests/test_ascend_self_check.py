@@ -1,8 +1,8 @@
 """The aclnn self-check (``_ascend_self_check.py``), its on-disk cache (``_ascend_cache.py``) and
 ``ascend_prepare``, run on the simulated aclnn library (``tests/ascend_support.py``).
 
-Most tests check float32 only (``one_dtype``): the full set of kinds is checked once, by
-``test_self_check_covers_every_kind_auto_sends``.
+Most tests check float32 bilinear only (``few_kinds``): the full set of kinds is checked once,
+by ``test_self_check_covers_every_kind_auto_sends``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from jax_gridsample import _ascend, _ascend_cache, _ascend_self_check, _compat
 
 
 @pytest.fixture
-def one_dtype(monkeypatch):
+def few_kinds(monkeypatch):
+    """The check's float32 bilinear kinds alone: 2D and 3D, forward and backward, both routes."""
     monkeypatch.setattr(_ascend_self_check, "DTYPES", ("float32",))
+    monkeypatch.setattr(_ascend_self_check, "MODES", {2: ("bilinear",), 3: ("bilinear",)})
 
 
 def test_self_check_covers_every_kind_auto_sends(sim, ascend_kernel, self_check_on,
@@ -70,7 +72,7 @@ def test_half_precision_is_checked_as_it_is_sent(sim, ascend_kernel, self_check_
     assert "/dt0/" in first_phase and "/dt1/" not in first_phase  # float32, not float16
 
 
-def test_self_check_catches_a_wrong_kernel(sim, ascend_kernel, self_check_on, one_dtype):
+def test_self_check_catches_a_wrong_kernel(sim, ascend_kernel, self_check_on, few_kinds):
     """A backward that returns wrong values: on first use, one warning naming it, and from
     then on that kind runs on the reference while the forward stays on aclnn."""
     sim.lib.sim_set_wrong_results(b"aclnnGridSampler2DBackward", 1e-3)
@@ -88,7 +90,7 @@ def test_self_check_catches_a_wrong_kernel(sim, ascend_kernel, self_check_on, on
         "2d bilinear float32 backward: error")
 
 
-def test_self_check_catches_a_failing_call(sim, ascend_kernel, self_check_on, one_dtype):
+def test_self_check_catches_a_failing_call(sim, ascend_kernel, self_check_on, few_kinds):
     sim.fail_next("aclnnGridSampler3D", 561000)
     with pytest.warns(RuntimeWarning, match=r"an aclnn call failed: .*aclnnGridSampler3D failed "
                                             r"with ACLNN_ERR_INNER \(561000\)"):
@@ -97,7 +99,7 @@ def test_self_check_catches_a_failing_call(sim, ascend_kernel, self_check_on, on
     assert _ran_on_aclnn(sim, lambda: _step(x, g)) == (False, False)
 
 
-def test_self_check_reports_a_broken_reference(sim, ascend_kernel, self_check_on, one_dtype,
+def test_self_check_reports_a_broken_reference(sim, ascend_kernel, self_check_on, few_kinds,
                                                monkeypatch):
     """The plugin's compiled reference is compared with the host's float64 oracle, not trusted:
     a wrong one is reported as such, and aclnn, right, stays trusted."""
@@ -119,7 +121,7 @@ def test_self_check_reports_a_broken_reference(sim, ascend_kernel, self_check_on
 
 
 def test_self_check_catches_a_backward_that_is_not_deterministic(sim, ascend_kernel,
-                                                                 self_check_on, one_dtype,
+                                                                 self_check_on, few_kinds,
                                                                  start_up_level):
     """Another library set the process's level to 2 before us, which opbase c501b51 to
     f93b493 reads as off: our level 1 is not applied over it, the deterministic backward is not
@@ -136,7 +138,7 @@ def test_self_check_catches_a_backward_that_is_not_deterministic(sim, ascend_ker
 
 
 def test_reproducibility_is_checked_only_with_the_level(sim, ascend_kernel, self_check_on,
-                                                        one_dtype):
+                                                        few_kinds):
     """Without the start-up level, deterministic backwards run on the reference: nothing to
     check, and no deterministic launch."""
     check = ascend_kernel.self_check("cpu")
@@ -146,7 +148,7 @@ def test_reproducibility_is_checked_only_with_the_level(sim, ascend_kernel, self
 
 
 def test_self_check_on_an_older_release_with_start_up_determinism(sim, ascend_kernel,
-                                                                  self_check_on, one_dtype,
+                                                                  self_check_on, few_kinds,
                                                                   start_up_level):
     """8.1.RC1's opbase reads the context's option once per kernel: set at start-up, before the
     first call (the probe's), it holds for every later call, and the check passes."""
@@ -157,7 +159,7 @@ def test_self_check_on_an_older_release_with_start_up_determinism(sim, ascend_ke
 
 
 def test_self_check_runs_outside_the_callers_mesh_and_transfer_guard(sim, ascend_kernel,
-                                                                     self_check_on, one_dtype):
+                                                                     self_check_on, few_kinds):
     """The first use may come while a caller's program is lowered under its mesh and with
     transfers disallowed: the check's own programs run on one device regardless."""
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("batch",))
@@ -195,7 +197,7 @@ def _first_phases(sim) -> int:
 
 
 def test_the_cache_skips_the_probe_and_the_check_next_time(sim, ascend_kernel, self_check_on,
-                                                           one_dtype, monkeypatch, tmp_path):
+                                                           few_kinds, monkeypatch, tmp_path):
     """A second process (a fresh kernel here) on the same installation reads both from disk;
     another chip, CANN release or plugin version is another entry."""
     monkeypatch.setenv(_ascend_cache.ENV_VAR, str(tmp_path))
@@ -247,7 +249,7 @@ def test_the_cache_can_be_disabled_or_moved(monkeypatch, tmp_path):
     assert _ascend_cache.directory() == tmp_path / "jax_gridsample" / "ascend"
 
 
-def test_a_failed_call_is_not_cached(sim, ascend_kernel, self_check_on, one_dtype, monkeypatch,
+def test_a_failed_call_is_not_cached(sim, ascend_kernel, self_check_on, few_kinds, monkeypatch,
                                      tmp_path):
     monkeypatch.setenv(_ascend_cache.ENV_VAR, str(tmp_path))
     sim.fail_next("aclnnGridSampler2D", 561000)
@@ -258,7 +260,7 @@ def test_a_failed_call_is_not_cached(sim, ascend_kernel, self_check_on, one_dtyp
 
 # --- ascend_prepare -------------------------------------------------------------------------
 
-def test_prepare_runs_both_ahead_of_the_first_jit(sim, ascend_kernel, self_check_on, one_dtype,
+def test_prepare_runs_both_ahead_of_the_first_jit(sim, ascend_kernel, self_check_on, few_kinds,
                                                   monkeypatch):
     monkeypatch.setattr(_ascend, "KERNEL", ascend_kernel)
     monkeypatch.setattr(_ascend, "_known_platform", lambda: "cpu")
