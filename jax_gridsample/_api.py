@@ -110,8 +110,10 @@ def grid_sample(
     -----
     A NaN, infinite or far-out coordinate never reads out of bounds: zeros and constant padding
     sample the fill value, border the nearest edge (NaN: the first pixel), reflection and wrap
-    the first pixel for NaN or infinity and the reflected or wrapped position for a finite one;
-    a coordinate so replaced has a zero gradient. ``docs/semantics.md`` has the exact rules.
+    the position of the coordinate -1 for NaN, infinity or a position too large to have a
+    fractional part (``2**23`` pixels or more in float32, ``2**52`` in float64); a coordinate
+    so replaced has a zero gradient.
+    ``docs/semantics.md`` has the exact rules.
 
     Empty arrays (``N``, ``C`` or the grid's points 0) give empty outputs and zero gradients;
     each array of a call (input, grid, output) must have fewer than ``2**62`` elements with its
@@ -155,11 +157,11 @@ def grid_sample_backward(
         Cotangent of the output, shaped like ``grid_sample(input, grid)``.
     input, grid, mode, padding_mode, align_corners, implementation, layout, deterministic
         As in :func:`grid_sample`.
-    fill_value : float or jax.Array, optional
-        As in :func:`grid_sample`.
     output_mask : tuple of two or three bool
         Which of ``(input_grad, grid_grad)`` to compute, or of ``(input_grad, grid_grad,
         fill_grad)``; one not asked for is returned as None and not computed.
+    fill_value : float or jax.Array, optional
+        As in :func:`grid_sample`.
 
     Returns
     -------

@@ -77,14 +77,16 @@ def fill_term(fill: jax.Array, grid: jax.Array, spatial: tuple[int, ...], channe
 
 
 def add_fill(output: jax.Array, fill: jax.Array, grid: jax.Array, **params) -> jax.Array:
-    """The "zeros" ``output`` of a call with its fill term added, in the output's dtype."""
+    """The "zeros" ``output`` of a call with its fill term added, in the output's dtype (the
+    reference passes its sums unrounded, so that a half type is rounded once)."""
     term = fill_term(fill, grid, **params)
     return (output.astype(term.dtype) + term).astype(output.dtype)
 
 
 def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatial, channels,
              interpolation, padding, align_corners, channels_last):
-    """The fill term's gradients ``(grid_grad, fill_grad)`` for ``grad_output``.
+    """The fill term's gradients ``(grid_grad, fill_grad)`` for ``grad_output``: ``grid_grad``
+    in the compute dtype, for the caller to add to the "zeros" grid gradient before rounding.
 
     Explicit, so that XLA computes ``W`` and its derivatives once per point and makes one pass
     over ``grad_output`` for each of the two sums (``fill_grad[c] = sum grad_output[c] (1 -
@@ -110,7 +112,7 @@ def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatia
     components = [-weighted * _product(sums, grid, skip=j) * sums[j][1] if j in sums
                   else jnp.zeros(grid.shape[:-1], ctype) for j in range(grid.shape[-1])]
     grid_grad = jnp.stack(components, -1)
-    return grid_grad.astype(grid.dtype), fill_grad.astype(fill.dtype)
+    return grid_grad, fill_grad.astype(fill.dtype)
 
 
 def term_params(input_shape, *, channels_last: bool, interpolation: int,

@@ -67,21 +67,24 @@ def _backward_abstract(fill, grad_output, input, grid, *, output_mask, **_):
 def _forward_reference(fill, input, grid, *, interpolation, padding, align_corners, channels_last,
                        implementation, deterministic):
     del implementation, deterministic
-    output = grid_sample_reference(input, grid, interpolation, zeros_for_constant(padding),
-                                   align_corners, channels_last)
     if Padding.CONSTANT not in padding:
-        return output
+        return grid_sample_reference(input, grid, interpolation, padding, align_corners,
+                                     channels_last)
+    # "zeros" plus the fill term, rounded to the input's dtype once (as the kernels round)
+    output = grid_sample_reference(input, grid, interpolation, zeros_for_constant(padding),
+                                   align_corners, channels_last, rounded=False)
     return add_fill(output, fill, grid, **term_params(
         input.shape, channels_last=channels_last, interpolation=interpolation, padding=padding,
-        align_corners=align_corners))
+        align_corners=align_corners)).astype(input.dtype)
 
 
 def _backward_reference(fill, grad_output, input, grid, *, interpolation, padding, align_corners,
                         channels_last, output_mask, implementation, deterministic):
     del implementation
+    constant = Padding.CONSTANT in padding  # its grid gradient is rounded after the fill term's
     input_grad, grid_grad = grid_sample_backward_reference(
         grad_output, input, grid, interpolation, zeros_for_constant(padding), align_corners,
-        output_mask[:2], channels_last, deterministic,
+        output_mask[:2], channels_last, deterministic, rounded=not constant,
     )
     fill_grad = None
     if output_mask[1] or output_mask[2]:
@@ -89,13 +92,15 @@ def _backward_reference(fill, grad_output, input, grid, *, interpolation, paddin
             fill, grad_output, input, grid, grid_grad, output_mask=output_mask,
             interpolation=interpolation, padding=padding, align_corners=align_corners,
             channels_last=channels_last)
+    if grid_grad is not None:
+        grid_grad = grid_grad.astype(grid.dtype)
     return [g for g in (input_grad, grid_grad, fill_grad) if g is not None]
 
 
 def add_fill_gradients(fill, grad_output, input, grid, grid_grad, *, output_mask, **params):
     """``(grid_grad, fill_grad)``: the "zeros" ``grid_grad`` (None if not asked for) plus the fill
-    term's part, and the fill value's gradient (None if not asked for); no term, and a fill
-    gradient of zeros, without a "constant" axis."""
+    term's part, in ``grid_grad``'s dtype, and the fill value's gradient (None if not asked
+    for); no term, and a fill gradient of zeros, without a "constant" axis."""
     fill_grad = jax.numpy.zeros_like(fill) if output_mask[2] else None
     if Padding.CONSTANT not in params["padding"]:
         return grid_grad, fill_grad

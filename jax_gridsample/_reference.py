@@ -291,11 +291,13 @@ def grid_sample_reference(
     padding: tuple[int, ...] | int,
     align_corners: bool,
     channels_last: bool = False,
+    rounded: bool = True,
 ) -> jax.Array:
     """The forward: (N, C, *S) x (N, *So, k) -> (N, C, *So) (or channels-last both sides).
 
     ``padding``: one mode per grid component (x, y[, z]) or one for all, never "constant"
-    (which ``_fill`` adds to "zeros").
+    (which ``_fill`` adds to "zeros"). ``rounded=False`` returns the sums in the compute dtype,
+    for a caller that adds the fill term before the one rounding to the input's dtype.
     """
     spatial, out_spatial = _spatial_shapes(input.shape, grid.shape, channels_last)
     n, ctype = input.shape[0], compute_dtype(input.dtype)
@@ -308,7 +310,7 @@ def grid_sample_reference(
     values = values.reshape(n, p, t, values.shape[-1]).astype(ctype)
     values = jnp.where(taps.valid[..., None], values, 0)
     out = jnp.sum(values * taps.weight[..., None], axis=2)
-    return _restore_layout(out.astype(input.dtype), out_spatial, channels_last)
+    return _restore_layout(out.astype(input.dtype) if rounded else out, out_spatial, channels_last)
 
 
 def grid_sample_backward_reference(
@@ -321,11 +323,13 @@ def grid_sample_backward_reference(
     output_mask: tuple[bool, bool],
     channels_last: bool = False,
     deterministic: bool = False,
+    rounded: bool = True,
 ) -> tuple[jax.Array | None, jax.Array | None]:
     """Explicit backward with PyTorch's gradient conventions; returns (grad_input, grad_grid).
 
     An output whose ``output_mask`` entry is False is returned as None and not computed.
     ``deterministic`` sums grad_input in a fixed order without a scatter (``_sums_in_fixed_order``).
+    ``rounded=False`` returns grad_grid in the compute dtype (as ``grid_sample_reference``).
     """
     spatial, _ = _spatial_shapes(input.shape, grid.shape, channels_last)
     n, ctype = input.shape[0], compute_dtype(input.dtype)
@@ -361,7 +365,8 @@ def grid_sample_backward_reference(
                 factors = [ax.dweight if b == a else ax.weight for b, ax in enumerate(slow_to_fast)]
                 dweight_du = _outer(factors, jnp.multiply)
                 components.append(jnp.sum(dweight * dweight_du, axis=2) * axis.coord_grad)
-            grad_grid = jnp.stack(components, -1).reshape(grid.shape).astype(grid.dtype)
+            grad_grid = jnp.stack(components, -1).reshape(grid.shape)
+            grad_grid = grad_grid.astype(grid.dtype) if rounded else grad_grid
     return grad_input, grad_grid
 
 

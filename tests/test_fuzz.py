@@ -44,8 +44,8 @@ import jax_gridsample as gs
 
 MODES = ("bilinear", "nearest", "bicubic")
 PADDINGS = ("zeros", "border", "reflection", "constant", "wrap")
-# How often each is drawn for every axis: "constant" less often, as its fill term (jax.numpy, the
-# same for every implementation) costs more compile time than a case of any other padding.
+# How often each is drawn for every axis: "constant" less often, as the reference's fill term (in
+# jax.numpy) costs more compile time than a case of any other padding.
 PADDING_WEIGHTS = (0.2, 0.2, 0.2, 0.15, 0.25)
 TORCH_PADDINGS = ("zeros", "border", "reflection")  # on every axis: the ones PyTorch has
 DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32, np.float64)
@@ -53,9 +53,9 @@ DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32, np.float64)
 # sum in different orders, in float32), a few float32 / float64 roundings for the others.
 TOLERANCE = {np.float16: 2e-3, ml_dtypes.bfloat16: 1.6e-2, np.float32: 2e-5, np.float64: 1e-12}
 # The native kernels' output masks. Where an axis is "constant", the one mask asks for all three
-# gradients, fill gradient included, as the reference's full backward ("all") does: the fill
-# term (jax.numpy, the same for every implementation) is where the time would go, and the kernels
-# sample "constant" as "zeros", whose masks the other cases cover. Elsewhere, two entries
+# gradients, fill gradient included, as the reference's full backward ("all") does: the
+# reference's fill term (in jax.numpy) is where the compile time would go, and
+# test_native_parity.py checks the kernels' other three-entry masks. Elsewhere, two entries
 # (test_padding_oracles.py checks the fill gradient of "zeros" and two-entry masks with a fill).
 OUTPUT_MASKS = {"both": (True, True), "input": (True, False), "grid": (False, True)}
 CONSTANT_MASKS = {"all": (True, True, True)}

@@ -421,3 +421,35 @@ def test_non_finite_and_huge_coordinates(padding, mode, align_corners, implement
     grads = gs.grid_sample_backward(go, x, jnp.asarray(grid), **kwargs)
     assert all(np.all(np.isfinite(g)) for g in grads)
     np.testing.assert_array_equal(np.asarray(grads[1])[special], 0.0)  # replaced: derivative 0
+
+
+# Grid values whose float32 positions lie on both sides of the guard's bound, 2**23 pixels, each
+# position exact (test_semantics.py's reflection test has the same).
+NEAR_THE_BOUND = np.array([1e30, -1e30, 1e10, -3e9, 1e6, 2.0**21 - 1, 2.0**22, 2.0**24 - 2,
+                           2.0**24, -(2.0**24)])
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("align_corners", [False, True], ids=["noac", "ac"])
+def test_wrap_keeps_every_position_below_the_bound(align_corners, implementation):
+    """Float32 "wrap" samples a position below 2**23 pixels where scipy's grid-wrap samples it
+    (in float64, at the same position), and one at 2**23 or more (no fractional bits) where the
+    coordinate -1 puts it, with derivative 0: the guard's bound itself, not only its far side."""
+    width, height = 5, 3
+    u = _unnormalize(NEAR_THE_BOUND.astype(np.float32), width, align_corners)  # rounded as ours
+    kept = np.abs(u) < 2.0**23
+    assert 0 < kept.sum() < kept.size
+    np.testing.assert_array_equal(u[kept], _unnormalize(NEAR_THE_BOUND, width, align_corners)[kept])
+    x = np.random.default_rng(12).standard_normal((1, CHANNELS, height, width)).astype(np.float32)
+    grid = np.stack([NEAR_THE_BOUND, np.full(u.size, 0.25)], -1).reshape(1, 1, -1, 2)
+    kwargs = dict(padding_mode="wrap", align_corners=align_corners, implementation=implementation)
+    x, grid = jnp.asarray(x), jnp.asarray(grid, jnp.float32)
+    out = gs.grid_sample(x, grid, **kwargs)
+    at = np.stack([np.where(kept, u, _unnormalize(-1.0, width, align_corners)),
+                   np.full(u.size, _unnormalize(0.25, height, align_corners))], -1)
+    expected = [_scipy(np.asarray(x[0, c], np.float64), at, "bilinear", "wrap", 0.0)
+                for c in range(CHANNELS)]
+    _close(out[0, :, 0], np.stack(expected), 1e-6, "output")
+    grid_grad = gs.grid_sample_backward(jnp.ones_like(out), x, grid, **kwargs)[1]
+    np.testing.assert_array_equal(np.asarray(grid_grad)[0, 0, ~kept, 0], 0.0)
+    assert np.all(np.asarray(grid_grad)[0, 0, kept, 0] != 0.0)

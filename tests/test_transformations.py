@@ -240,7 +240,8 @@ NEW_PADDING_CASES = [(("wrap", "border"), "bicubic", 2, False),
 def test_constant_and_wrap_run_the_native_kernel_under_jit_grad_and_vmap(padding, mode, dims,
                                                                          per_channel):
     """implementation="native" on the CPU: jit(vmap(grad)) of "constant" and "wrap" calls our
-    forward and backward targets once each and holds no gather or scatter (the reference's);
+    forward and backward targets once each and holds no gather or scatter (the reference's)
+    and no pad as large as the input (docs/semantics.md: no padded input);
     the values are a loop over the reference's, the fill gradient included (of a batched fill
     value computed in jax.numpy beside the backward target)."""
     rng = np.random.default_rng(27)
@@ -262,6 +263,8 @@ def test_constant_and_wrap_run_the_native_kernel_under_jit_grad_and_vmap(padding
     assert compiled.count('custom_call_target="jax_gridsample_forward_v2"') == 1
     assert compiled.count('custom_call_target="jax_gridsample_backward_v3"') == 1
     assert " gather(" not in compiled and " scatter(" not in compiled
+    padded = re.findall(r"= \w+\[([\d,]*)\](?:\{[^}]*\})? pad\(", compiled)
+    assert all(np.prod([int(d) for d in shape.split(",") if d]) < xs.size for shape in padded)
     got = jax.jit(native)(xs, gs, fills)
     for b in range(B):
         want = jax.grad(lambda x, g, f: loss(x, g, f, "reference"), argnums=argnums)(

@@ -322,7 +322,7 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
 // is its "zeros" sum plus fill * (1 - W), W the product over the fill axes,
 // x first, of each axis's sum of the weights of its inside taps, summed in
 // tap order from 0 with this step (a tap with index -1 adds 0). Every kernel
-// forms W in this order and adds the term last, so all agree bitwise.
+// forms W in this order and adds the term last, so all form the same term.
 template <typename T, typename I>
 GS_HOST_DEVICE inline T AddInsideWeight(T sum, I idx, T w) {
   return sum + (idx >= 0 ? w : T(0));
