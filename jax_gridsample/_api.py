@@ -112,8 +112,7 @@ def grid_sample(
     sample the fill value, border the nearest edge (NaN: the first pixel), reflection and wrap
     the position of the coordinate -1 for NaN, infinity or a position too large to have a
     fractional part (``2**23`` pixels or more in float32, ``2**52`` in float64); a coordinate
-    so replaced has a zero gradient.
-    ``docs/semantics.md`` has the exact rules.
+    so replaced has a zero gradient. ``docs/semantics.md`` has the exact rules.
 
     Empty arrays (``N``, ``C`` or the grid's points 0) give empty outputs and zero gradients;
     each array of a call (input, grid, output) must have fewer than ``2**62`` elements with its
