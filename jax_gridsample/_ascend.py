@@ -517,6 +517,11 @@ def self_check(rerun: bool = False) -> dict:
         ``deterministic_failure`` (checked with ``JAX_GRIDSAMPLE_ASCEND_DETERMINISTIC=1``
         only), ``seconds`` and ``from_cache``. See docs/ascend.md, "The self-check".
 
+    Raises
+    ------
+    RuntimeError
+        Without an Ascend platform known to JAX (no Ascend PJRT plugin).
+
     Examples
     --------
     >>> jax_gridsample.ascend_self_check()["failed"]  # doctest: +SKIP
@@ -548,6 +553,11 @@ def prepare() -> dict:
     dict
         ``device``, ``probe`` (the probe's summary) and ``self_check`` (its summary, or why it
         did not run: the probe failed, or ``JAX_GRIDSAMPLE_ASCEND_SELF_CHECK=off``).
+
+    Raises
+    ------
+    RuntimeError
+        Without an Ascend platform known to JAX (no Ascend PJRT plugin).
 
     Examples
     --------

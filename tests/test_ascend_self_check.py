@@ -274,9 +274,10 @@ def test_prepare_runs_both_ahead_of_the_first_jit(sim, ascend_kernel, self_check
     assert not any("GetWorkspaceSize" in line and "dt27" in line for line in sim.log())
 
 
-def test_prepare_without_a_platform():
-    with pytest.raises(RuntimeError, match="no Ascend platform known to JAX"):
-        jax_gridsample.ascend_prepare()
+def test_prepare_and_self_check_without_a_platform():
+    for call in (jax_gridsample.ascend_prepare, jax_gridsample.ascend_self_check):
+        with pytest.raises(RuntimeError, match="no Ascend platform known to JAX"):
+            call()
 
 
 def test_a_probe_that_fails_on_a_device_warns_once(sim, ascend_kernel):

@@ -752,23 +752,25 @@ def _determinism_problem():
     return x, grid, go
 
 
-def _gradients_bytes():
+def _results_bytes():
+    """The forward's and the backward's results of the determinism problem, as bytes."""
     x, grid, go = _determinism_problem()
     results = []
     for mode, padding in (("bilinear", "zeros"), ("bicubic", "border")):
+        out = native_forward(x, grid, MODES[mode], pad_code(padding), False)
         gi, gg = native_backward(go, x, grid, MODES[mode], pad_code(padding), False,
                                  deterministic=True)
-        results.append((np.asarray(gi).tobytes(), np.asarray(gg).tobytes()))
+        results.append(tuple(np.asarray(r).tobytes() for r in (out, gi, gg)))
     if not ON_CUDA:  # the fill value's gradients: a sum over tasks in a fixed order
         results.append(tuple(np.asarray(r).tobytes() for r in native_backward(
             go, x, grid, MODES["bilinear"], (3, 1), False, output_mask=(True, True, True))))
     return results
 
 
-def test_backward_is_bitwise_deterministic():
-    first = _gradients_bytes()
+def test_kernels_are_bitwise_deterministic():
+    first = _results_bytes()
     for _ in range(3):
-        assert _gradients_bytes() == first
+        assert _results_bytes() == first
 
 
 def _threaded_case(seed: int):
@@ -811,17 +813,19 @@ os.sched_setaffinity(0, {0})
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
 sys.path.insert(0, sys.argv[1])
 import test_native_parity as t
-sys.stdout.buffer.write(pickle.dumps(t._gradients_bytes()))
+sys.stdout.buffer.write(pickle.dumps(t._results_bytes()))
 """
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
 @pytest.mark.skipif(ON_CUDA, reason="CPU thread-pool property")
-def test_backward_independent_of_thread_count():
-    """One CPU (so a one-thread pool) in a subprocess gives the same bits as this process."""
+def test_kernels_independent_of_thread_count():
+    """One CPU (so a one-thread pool, where a forward may take another strategy: strategies.h
+    copies to channels last for a batch of at least as many elements as threads) in a
+    subprocess gives the same bits as this process, forward and backward."""
     proc = _run_python(_SUBPROCESS, os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    assert pickle.loads(proc.stdout) == _gradients_bytes()
+    assert pickle.loads(proc.stdout) == _results_bytes()
 
 
 # --- strategies (ffi/cpu/strategies.h), forced through the test targets -------------------------

@@ -142,14 +142,17 @@ def test_enums_carry_the_aclnn_codes():
     by_code = jax_gridsample.grid_sample(x, g, mode=2, padding_mode=2)
     by_enum = jax_gridsample.grid_sample(x, g, mode=jax_gridsample.Interpolation.BICUBIC,
                                          padding_mode=jax_gridsample.Padding.REFLECTION)
-    np.testing.assert_array_equal(np.asarray(by_name), np.asarray(by_code))
-    np.testing.assert_array_equal(np.asarray(by_name), np.asarray(by_enum))
+    by_other_case = jax_gridsample.grid_sample(x, g, mode="BiCubic", padding_mode="Reflection")
+    for other in (by_code, by_enum, by_other_case):
+        np.testing.assert_array_equal(np.asarray(by_name), np.asarray(other))
     g = 3 * g  # taps outside: the modes differ
     for name, code in (("constant", 3), ("wrap", 4)):
         kw = dict(fill_value=0.5) if name == "constant" else {}
         by_name = jax_gridsample.grid_sample(x, g, padding_mode=(name, "border"), **kw)
         by_code = jax_gridsample.grid_sample(x, g, padding_mode=(code, 1), **kw)
-        np.testing.assert_array_equal(np.asarray(by_name), np.asarray(by_code))
+        by_list = jax_gridsample.grid_sample(x, g, padding_mode=[name, "border"], **kw)
+        for other in (by_code, by_list):
+            np.testing.assert_array_equal(np.asarray(by_name), np.asarray(other))
         assert not np.array_equal(np.asarray(by_name),
                                   np.asarray(jax_gridsample.grid_sample(x, g, padding_mode=1)))
 
