@@ -504,8 +504,15 @@ def test_layouts_agree_bitwise_forward():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.parametrize("padding", PADDINGS)
-@pytest.mark.parametrize("channels", [2, 3, 4, 8, 9, 32, 33])
+# Channel counts at the strategies' thresholds and around the vector widths, with "zeros" and
+# with "wrap" (whose seam sums run per channel); border and reflection change the per-point
+# coordinates alone, so two counts each.
+FORWARD_PATH_CHANNELS = [(channels, padding) for padding in ("zeros", "wrap")
+                         for channels in (2, 3, 4, 8, 9, 32, 33)] + [
+    (channels, padding) for padding in ("border", "reflection") for channels in (3, 33)]
+
+
+@pytest.mark.parametrize("channels,padding", FORWARD_PATH_CHANNELS, ids=str)
 @pytest.mark.parametrize("dims,mode,spatial,out_spatial", [
     (2, "bilinear", (9, 7), (13, 11)),
     (2, "bicubic", (9, 7), (13, 11)),
