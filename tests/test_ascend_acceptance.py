@@ -76,13 +76,16 @@ def _plugin_check(kernels):
 def _platform(sim, kernels, kernel, marks: dict | None = None) -> _platforms.Platform:
     """The Ascend platform on the simulator: the test targets, the tiny plan, the plugin check
     on the pretend plugin and the self-check as jax_gridsample.ascend_self_check() reports it,
-    on float32 only (``marks["self_check_end"]``: where in the simulator's log it ended)."""
+    on its float32 bilinear kinds only, both ranks and routes (``marks["self_check_end"]``: where
+    in the simulator's log it ended)."""
     def self_check():
-        dtypes, _ascend_self_check.DTYPES = _ascend_self_check.DTYPES, ("float32",)
+        saved = _ascend_self_check.DTYPES, _ascend_self_check.MODES
+        _ascend_self_check.DTYPES = ("float32",)
+        _ascend_self_check.MODES = {2: ("bilinear",), 3: ("bilinear",)}
         try:
             outcome = _ascend.self_check_outcome(kernel.self_check("cpu"))
         finally:
-            _ascend_self_check.DTYPES = dtypes
+            _ascend_self_check.DTYPES, _ascend_self_check.MODES = saved
         if marks is not None:
             marks["self_check_end"] = len(sim.log())
         return outcome
