@@ -67,24 +67,23 @@ def _backward_abstract(fill, grad_output, input, grid, *, output_mask, **_):
 def _forward_reference(fill, input, grid, *, interpolation, padding, align_corners, channels_last,
                        implementation, deterministic):
     del implementation, deterministic
-    if Padding.CONSTANT not in padding:
-        return grid_sample_reference(input, grid, interpolation, padding, align_corners,
-                                     channels_last)
-    # "zeros" plus the fill term, rounded to the input's dtype once (as the kernels round)
+    # "zeros" (plus the fill term), rounded to the input's dtype once, as the kernels round
     output = grid_sample_reference(input, grid, interpolation, zeros_for_constant(padding),
                                    align_corners, channels_last, rounded=False)
-    return add_fill(output, fill, grid, **term_params(
-        input.shape, channels_last=channels_last, interpolation=interpolation, padding=padding,
-        align_corners=align_corners)).astype(input.dtype)
+    if Padding.CONSTANT in padding:
+        output = add_fill(output, fill, grid, **term_params(
+            input.shape, channels_last=channels_last, interpolation=interpolation,
+            padding=padding, align_corners=align_corners))
+    return output.astype(input.dtype)
 
 
 def _backward_reference(fill, grad_output, input, grid, *, interpolation, padding, align_corners,
                         channels_last, output_mask, implementation, deterministic):
     del implementation
-    constant = Padding.CONSTANT in padding  # its grid gradient is rounded after the fill term's
+    # the grid gradient rounded once, after the fill term's part
     input_grad, grid_grad = grid_sample_backward_reference(
         grad_output, input, grid, interpolation, zeros_for_constant(padding), align_corners,
-        output_mask[:2], channels_last, deterministic, rounded=not constant,
+        output_mask[:2], channels_last, deterministic, rounded=False,
     )
     fill_grad = None
     if output_mask[1] or output_mask[2]:

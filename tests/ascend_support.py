@@ -10,6 +10,7 @@ twins (``test_registrations()``), which take a stream the simulator created as a
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import itertools
@@ -386,6 +387,20 @@ def _ran_on_aclnn(sim, fn) -> tuple[bool, bool]:
 @pytest.fixture
 def self_check_on(monkeypatch):
     monkeypatch.setenv(_ascend_self_check.ENV_VAR, "on")
+
+
+@contextlib.contextmanager
+def few_self_check_kinds():
+    """The self-check's float32 bilinear kinds alone (2D and 3D, forward and backward, both
+    routes) while inside: the tests of its behaviour; every kind is checked once, by
+    test_self_check_covers_every_kind_auto_sends."""
+    saved = _ascend_self_check.DTYPES, _ascend_self_check.MODES
+    _ascend_self_check.DTYPES = ("float32",)
+    _ascend_self_check.MODES = {2: ("bilinear",), 3: ("bilinear",)}
+    try:
+        yield
+    finally:
+        _ascend_self_check.DTYPES, _ascend_self_check.MODES = saved
 
 
 def _step(x, g, deterministic=False):

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import os
 
 import jax.numpy as jnp
 import numpy as np
 import torch
 
 import jax_gridsample
+
+# Whether the tests run on the GPU (JAX_GRIDSAMPLE_TEST_PLATFORM=cuda, see conftest.py).
+ON_CUDA = os.environ.get("JAX_GRIDSAMPLE_TEST_PLATFORM", "").lower() == "cuda"
 
 MODES = ("bilinear", "nearest", "bicubic")
 PADDINGS = ("zeros", "border", "reflection")
@@ -65,3 +69,11 @@ def ours(x, grid, grad_output, *, implementation, **kwargs):
         grad_output, x, grid, implementation=implementation, **kwargs
     )
     return np.asarray(out), np.asarray(gi), np.asarray(gg)
+
+
+# Grid values around and far beyond the positions without fractional bits (2^23 in float32, 2^52
+# in float64) on a row of 5 (align_corners=False) or 4 (True): spans of 5 and 3, so that a huge
+# position (a multiple of a large power of two) does not reflect to the first pixel by chance.
+# Where below 2^23, the positions are exact in float32.
+WITHOUT_FRACTION = [1e30, -1e30, 3e38, 1e10, -3e9, 1e6, 2.0**21 - 1, 2.0**22, 2.0**24 - 2,
+                    2.0**24, -(2.0**24)]

@@ -19,9 +19,9 @@ from types import MappingProxyType
 import jax
 import numpy as np
 import pytest
-from ascend_support import Sim  # noqa: I001 - the tests' own helpers
+from ascend_support import Sim, few_self_check_kinds  # noqa: I001 - the tests' own helpers
 
-from jax_gridsample import _ascend, _ascend_self_check, ascend_plugin_check
+from jax_gridsample import _ascend, ascend_plugin_check
 from jax_gridsample._acceptance import (
     _cases,
     _checks,
@@ -79,13 +79,8 @@ def _platform(sim, kernels, kernel, marks: dict | None = None) -> _platforms.Pla
     on its float32 bilinear kinds only, both ranks and routes (``marks["self_check_end"]``: where
     in the simulator's log it ended)."""
     def self_check():
-        saved = _ascend_self_check.DTYPES, _ascend_self_check.MODES
-        _ascend_self_check.DTYPES = ("float32",)
-        _ascend_self_check.MODES = {2: ("bilinear",), 3: ("bilinear",)}
-        try:
+        with few_self_check_kinds():
             outcome = _ascend.self_check_outcome(kernel.self_check("cpu"))
-        finally:
-            _ascend_self_check.DTYPES, _ascend_self_check.MODES = saved
         if marks is not None:
             marks["self_check_end"] = len(sim.log())
         return outcome

@@ -14,17 +14,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from ascend_support import _ran_on_aclnn, _step, make_data
+from ascend_support import _ran_on_aclnn, _step, few_self_check_kinds, make_data
 
 import jax_gridsample
 from jax_gridsample import _ascend, _ascend_cache, _ascend_self_check, _compat
 
 
 @pytest.fixture
-def few_kinds(monkeypatch):
-    """The check's float32 bilinear kinds alone: 2D and 3D, forward and backward, both routes."""
-    monkeypatch.setattr(_ascend_self_check, "DTYPES", ("float32",))
-    monkeypatch.setattr(_ascend_self_check, "MODES", {2: ("bilinear",), 3: ("bilinear",)})
+def few_kinds():
+    with few_self_check_kinds():
+        yield
 
 
 def test_self_check_covers_every_kind_auto_sends(sim, ascend_kernel, self_check_on,

@@ -29,15 +29,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from oracle import ON_CUDA
 
 import jax_gridsample
 from jax_gridsample import _contract, _native
 from jax_gridsample._reference import grid_sample_backward_reference, grid_sample_reference
 
-# The platform whose native kernels these tests call (see conftest.py): "cpu" by default; "cuda"
-# calls the CUDA targets, whose backward takes a `deterministic` attribute (default path unless
-# JAX_GRIDSAMPLE_TEST_DETERMINISTIC=1; the determinism test always asks for it).
-ON_CUDA = os.environ.get("JAX_GRIDSAMPLE_TEST_PLATFORM", "").lower() == "cuda"
+# The platform whose native kernels these tests call (ON_CUDA, see conftest.py): "cpu" by default;
+# "cuda" calls the CUDA targets, whose backward takes a `deterministic` attribute (default path
+# unless JAX_GRIDSAMPLE_TEST_DETERMINISTIC=1; the determinism test always asks for it).
 DETERMINISTIC = os.environ.get("JAX_GRIDSAMPLE_TEST_DETERMINISTIC") == "1"
 _PLATFORM = "cuda" if ON_CUDA else "cpu"
 

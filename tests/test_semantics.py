@@ -24,15 +24,23 @@ test_gradients.py) compiled for the same configuration instead of compiling thei
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from oracle import ALL_CASES, CASES, case_id, implementations, ours, random_case, torch_grid_sample
+from oracle import (
+    ALL_CASES,
+    CASES,
+    ON_CUDA,
+    WITHOUT_FRACTION,
+    case_id,
+    implementations,
+    ours,
+    random_case,
+    torch_grid_sample,
+)
 
 import jax_gridsample
 from jax_gridsample import _native
@@ -234,8 +242,7 @@ COVERING_CASES = [(2, "bilinear", "zeros", False), (2, "nearest", "border", True
 # kernels are compiled per dtype and case. So: a covering set plus 3D bicubic (float32
 # arithmetic checked nowhere else) on the reference, the covering set natively on the CPU and
 # every case on CUDA (JAX_GRIDSAMPLE_TEST_PLATFORM=cuda).
-_NATIVE_HALF_CASES = ALL_CASES if os.environ.get(
-    "JAX_GRIDSAMPLE_TEST_PLATFORM", "").lower() == "cuda" else COVERING_CASES
+_NATIVE_HALF_CASES = ALL_CASES if ON_CUDA else COVERING_CASES
 HALF_CASES = [(case, "native") for case in _NATIVE_HALF_CASES] + [
     (case, "reference") for case in ALL_CASES
     if case in COVERING_CASES or (case[0] == 3 and case[1] == "bicubic")]
@@ -411,14 +418,6 @@ def test_reflection_is_exact_at_the_mirrors_in_every_width(dtype):
     out = jax_gridsample.grid_sample(row, jnp.asarray([[[[1.0, 0.0]]]], dtype),
                                      padding_mode="reflection", implementation="reference")
     assert float(np.asarray(out).ravel()[0]) == width - 1
-
-
-# Around and far beyond the positions without fractional bits (2^23 in float32, 2^52 in float64)
-# on a row of 5 (align_corners=False) or 4 (True): spans of 5 and 3, so that a huge position
-# (a multiple of a large power of two) does not reflect to the first pixel by chance. Where
-# below 2^23, the positions are exact in float32.
-WITHOUT_FRACTION = [1e30, -1e30, 3e38, 1e10, -3e9, 1e6, 2.0**21 - 1, 2.0**22, 2.0**24 - 2,
-                    2.0**24, -(2.0**24)]
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
