@@ -457,6 +457,18 @@ def test_acceptance_checks_catch_a_failing_call(sim, ascend_kernel):
         assert f"{entry_point} failed with ACLNN_ERR_INNER (561000)" in result["checks"][0]["error"]
 
 
+def test_acceptance_chain_reads_every_run_before_it_fails(sim, ascend_kernel, monkeypatch):
+    """The chain's runs are dispatched together; one that fails is reported only after every
+    run was read, so that none is still running into the next check (where it could take the
+    failure that check asks the simulator for, or queue behind its calls)."""
+    cpu = jax.devices("cpu")[0]
+    device_get, read = jax.device_get, []
+    monkeypatch.setattr(jax, "device_get", lambda x: read.append(x) or device_get(x))
+    sim.fail_next("aclnnGridSampler2DBackward", 561000)
+    assert _checks.check_chain(cpu, cpu, TINY)["status"] == "fail"
+    assert len(read) == TINY.chain_runs > 1
+
+
 def test_acceptance_empty_checks_see_a_result_nobody_wrote(sim, ascend_kernel):
     """The handler zeroes grad_input of a call without output points with aclrtMemsetAsync;
     the simulator makes the next one succeed without writing: the pre-filled result shows it."""

@@ -58,6 +58,20 @@ def native_outcome(check: dict, call: Callable[[], Any]) -> tuple[Any, dict | No
         return None, dict(check, status="fail", error=error_text(exc))
 
 
+def read_all(pending: Sequence[Any]) -> list:
+    """``jax.device_get`` of each of ``pending``; a failure is raised only once every one has
+    finished, so that a failed call leaves none of its check's work running into the next."""
+    results, failures = [], []
+    for result in pending:
+        try:
+            results.append(jax.device_get(result))
+        except Exception as exc:  # noqa: BLE001 - raised after the rest have finished
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+    return results
+
+
 # --- the self-check ---------------------------------------------------------------------------
 
 def check_self_check(run: Callable[[], dict], level: int | None) -> dict:
@@ -99,7 +113,8 @@ def check_chain(device: jax.Device, host_device: jax.Device, plan: Plan,
     """The chain of :func:`_chain` with implementation="native" on ``device``,
     ``plan.chain_runs`` times on data of its own each, all dispatched before any result is read
     (XLA's work and the kernels' must keep their order on the stream, and a workspace freed by
-    one call must not be reused under a queued kernel), compared with the float64 reference on
+    one call must not be reused under a queued kernel) and all read before a failure is
+    reported (:func:`read_all`), compared with the float64 reference on
     ``host_device``: the final samples and the three gradients within the dtype's tolerance.
     Returns {"status", "checks": [per shape: name, status, errors, problems]}."""
     runs, tol = plan.chain_runs, TOLERANCES[dtype]
@@ -120,8 +135,7 @@ def check_chain(device: jax.Device, host_device: jax.Device, plan: Plan,
         native = _chain("native", mode, padding, align_corners)
 
         def dispatch(native=native, data=data):
-            pending = [native(*put(d, device)) for d in data]  # dispatched without waiting
-            return [jax.device_get(p) for p in pending]
+            return read_all([native(*put(d, device)) for d in data])  # dispatched without waiting
 
         got, outcome = native_outcome(check, dispatch)
         if outcome is not None:
