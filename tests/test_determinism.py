@@ -5,6 +5,8 @@ does that, and XLA:GPU runs it with atomics, whose order varies from run to run.
 ``deterministic=True`` the reference sums them with no scatter at all (a sort, a segmented scan
 and a gather: one fixed order). The programs are checked where that matters, lowered for CUDA
 (no GPU needed), and the sums' values on the CPU: the same as the scatter-add's, and PyTorch's.
+Without the flag, the reference on the CPU is deterministic already (XLA:CPU's scatter-add runs
+in order): its bits are checked over repeated runs.
 """
 
 from __future__ import annotations
@@ -95,3 +97,25 @@ def test_deterministic_empty_tensors(empty):
                                                 deterministic=True)
     assert grads[0].shape == x.shape and not np.any(np.asarray(grads[0]))
     assert grads[1].shape == grid.shape and not np.any(np.asarray(grads[1]))
+
+
+def test_reference_on_the_cpu_is_deterministic_without_the_flag():
+    """docs/guide.md, "Determinism": XLA:CPU runs the reference's scatter-add in order, so its
+    input gradient has the same bits on every run without ``deterministic``. float32, 4096
+    points on 12 pixels, where the order shows: the fixed order of ``deterministic=True`` (a
+    segmented scan) gives other bits."""
+    rng = np.random.default_rng(3)
+    x = jnp.asarray(rng.standard_normal((1, 1, 3, 4)), jnp.float32)
+    grid = jnp.asarray(rng.uniform(-1, 1, (1, 64, 64, 2)), jnp.float32)
+    grad_output = jnp.asarray(rng.standard_normal((1, 1, 64, 64)), jnp.float32)
+
+    def input_grad(deterministic):
+        return np.asarray(jax.jit(jax_gridsample.grid_sample_backward, static_argnames=(
+            "implementation", "deterministic"))(grad_output, x, grid, implementation="reference",
+                                                deterministic=deterministic)[0])
+
+    first = input_grad(False)
+    for _ in range(4):
+        np.testing.assert_array_equal(input_grad(False), first)
+    assert not np.array_equal(input_grad(True), first)
+    np.testing.assert_allclose(input_grad(True), first, rtol=1e-4)

@@ -495,3 +495,44 @@ def test_compiled_reference_rounds_as_written(dtype):
             np.testing.assert_array_equal(np.asarray(getattr(compiled, name)),
                                           np.asarray(getattr(eager, name)),
                                           err_msg=f"{name}, (size, mode, padding, ac) {config}")
+
+
+def _row_positions(sample, coords: np.ndarray, size: int) -> np.ndarray:
+    """The float32 positions a 2D bilinear ``sample(x, grid)`` ("border", align_corners=False)
+    gives coordinates on a row of ``size`` alternating 0 and 1: each output is a tap's weight,
+    the position's distance from its floor or from the next pixel, which is exact; float64."""
+    x = np.zeros((1, 1, 1, size), np.float32)
+    x[..., 1::2] = 1
+    grid = np.zeros((1, 1, coords.size, 2), np.float32)
+    grid[..., 0] = coords
+    out = np.float64(np.asarray(sample(x, grid)).ravel())
+    floor = np.floor(((coords + np.float32(1)) * np.float32(size) - np.float32(1)) / np.float32(2))
+    return np.where(floor % 2 == 0, floor + out, floor + 1 - out)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_pytorch_cpu_unnormalizes_with_one_fma(implementation):
+    """docs/semantics.md, "PyTorch's two unnormalization formulas": on 200,000 float32
+    coordinates of a 1000-pixel axis (uniform in [-1, 1], seed 0), PyTorch's 2D CPU kernel
+    puts every one where fma(c + 1, S / 2, -0.5) rounded once does, ours where
+    ((c + 1) * S - 1) / 2 does, and the two differ for 339 (those inside the row are compared;
+    all 339 are)."""
+    size, f32 = 1000, np.float32
+    coords = np.random.default_rng(0).uniform(-1, 1, 200_000).astype(f32)
+    with_fma = f32(np.float64(coords + f32(1)) * (size / 2) - 0.5)  # exact, then rounded
+    as_written = ((coords + f32(1)) * f32(size) - f32(1)) / f32(2)
+    inside = (with_fma >= 0) & (with_fma <= size - 1) & (as_written >= 0) & (as_written <= size - 1)
+
+    def torch_sample(x, grid):
+        return torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(grid),
+                                               padding_mode="border", align_corners=False)
+
+    def our_sample(x, grid):
+        return jax_gridsample.grid_sample(x, grid, padding_mode="border",
+                                          implementation=implementation)
+
+    np.testing.assert_array_equal(_row_positions(torch_sample, coords, size)[inside],
+                                  with_fma[inside])
+    np.testing.assert_array_equal(_row_positions(our_sample, coords, size)[inside],
+                                  as_written[inside])
+    assert np.sum(with_fma != as_written) == np.sum(with_fma[inside] != as_written[inside]) == 339
