@@ -497,16 +497,16 @@ def test_compiled_reference_rounds_as_written(dtype):
                                           err_msg=f"{name}, (size, mode, padding, ac) {config}")
 
 
-def _row_positions(sample, coords: np.ndarray, size: int) -> np.ndarray:
+def _row_positions(sample, coords: np.ndarray, size: int, floor: np.ndarray) -> np.ndarray:
     """The float32 positions a 2D bilinear ``sample(x, grid)`` ("border", align_corners=False)
-    gives coordinates on a row of ``size`` alternating 0 and 1: each output is a tap's weight,
-    the position's distance from its floor or from the next pixel, which is exact; float64."""
+    gives coordinates on a row of ``size`` alternating 0 and 1, each position's ``floor`` given:
+    each output is a tap's weight, the position's distance from its floor or from the next
+    pixel, which is exact; float64."""
     x = np.zeros((1, 1, 1, size), np.float32)
     x[..., 1::2] = 1
     grid = np.zeros((1, 1, coords.size, 2), np.float32)
     grid[..., 0] = coords
     out = np.float64(np.asarray(sample(x, grid)).ravel())
-    floor = np.floor(((coords + np.float32(1)) * np.float32(size) - np.float32(1)) / np.float32(2))
     return np.where(floor % 2 == 0, floor + out, floor + 1 - out)
 
 
@@ -531,8 +531,9 @@ def test_pytorch_cpu_unnormalizes_with_one_fma(implementation):
         return jax_gridsample.grid_sample(x, grid, padding_mode="border",
                                           implementation=implementation)
 
-    np.testing.assert_array_equal(_row_positions(torch_sample, coords, size)[inside],
+    floor = np.floor(as_written)  # the same for both formulas wherever compared
+    np.testing.assert_array_equal(_row_positions(torch_sample, coords, size, floor)[inside],
                                   with_fma[inside])
-    np.testing.assert_array_equal(_row_positions(our_sample, coords, size)[inside],
+    np.testing.assert_array_equal(_row_positions(our_sample, coords, size, floor)[inside],
                                   as_written[inside])
     assert np.sum(with_fma != as_written) == np.sum(with_fma[inside] != as_written[inside]) == 339
