@@ -26,6 +26,7 @@ from ._compat import NOT_MAPPED as _NOT_MAPPED
 from ._enums import Padding
 from ._fill import add_fill, fill_vjp, term_params
 from ._primitives import grid_sample_backward_p, grid_sample_p, zeros_for_constant
+from ._reference import compute_dtype
 from ._validate import output_shape
 
 
@@ -104,6 +105,14 @@ def _with_batched_fill(args, dims, size, channels_last, padding, *, interpolatio
     fill term of each batch."""
     fill, input, grid = args
     fill_dim, input_dim, grid_dim = dims
+    wide = compute_dtype(input.dtype)
+    if Padding.CONSTANT in padding and wide != input.dtype:
+        # a half type: its float32 computation on the same values, rounded once, after the fill
+        # term (docs/semantics.md, "Types"), as without vmap
+        out, at = _with_batched_fill(tuple(a.astype(wide) for a in args), dims, size,
+                                     channels_last, padding, interpolation=interpolation,
+                                     align_corners=align_corners, **params)
+        return out.astype(input.dtype), at
     zeros = zeros_for_constant(padding)
     unbatched_fill = jnp.zeros(fill.shape[-1:], fill.dtype)
     kw = dict(channels_last=channels_last, padding=zeros, interpolation=interpolation,
@@ -178,14 +187,26 @@ def _fill_gradients_apart(args, dims, size, *, output_mask, padding, **params):
     fill value does."""
     fill, grad_output, input, grid = args
     fill_dim, gout_dim, input_dim, grid_dim = dims
+    wide = compute_dtype(grid.dtype)
+    if output_mask[1] and wide != grid.dtype:
+        # a half type: the grid gradient rounded once, after the fill term's part, as without
+        # vmap (each gradient is the float32 computation on the same values, rounded)
+        outputs, axes = _fill_gradients_apart(tuple(a.astype(wide) for a in args), dims, size,
+                                              output_mask=output_mask, padding=padding, **params)
+        originals = [a.dtype for a, wanted in zip((input, grid, fill), output_mask, strict=True)
+                     if wanted]
+        return [o.astype(d) for o, d in zip(outputs, originals, strict=True)], axes
     zeros_mask = (*output_mask[:2], False)
     grads, axes = [], []
     if any(zeros_mask):
-        unbatched_fill = jnp.zeros(fill.shape[-1:], fill.dtype)
-        grads, axes = backward_batcher((unbatched_fill, grad_output, input, grid),
-                                       (_NOT_MAPPED, gout_dim, input_dim, grid_dim),
-                                       output_mask=zeros_mask, padding=zeros_for_constant(padding),
-                                       **params)
+        zeros_args = (jnp.zeros(fill.shape[-1:], fill.dtype), grad_output, input, grid)
+        zeros_dims = (_NOT_MAPPED, gout_dim, input_dim, grid_dim)
+        zeros_params = dict(output_mask=zeros_mask, padding=zeros_for_constant(padding), **params)
+        if all(d is _NOT_MAPPED for d in zeros_dims):  # only the fill value is batched
+            grads = grid_sample_backward_p.bind(*zeros_args, **zeros_params)
+            axes = [_NOT_MAPPED] * len(grads)
+        else:
+            grads, axes = backward_batcher(zeros_args, zeros_dims, **zeros_params)
     grads = [_front(g, at, size) for g, at in zip(grads, axes, strict=True)]
     input_grad = grads.pop(0) if output_mask[0] else None
     grid_grad = grads.pop(0) if output_mask[1] else None

@@ -276,24 +276,32 @@ def test_half_types_compute_in_float32(case, implementation, dtype):
 
 @pytest.mark.parametrize("dtype", list(HALF_TYPES), ids=str)
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
-def test_half_types_add_the_fill_term_before_rounding(implementation, dtype):
+@pytest.mark.parametrize("vmapped", [False, True], ids=["call", "vmap-of-fill"])
+def test_half_types_add_the_fill_term_before_rounding(vmapped, implementation, dtype):
     """Under "constant", a half type's result is the float32 computation on the same values
     rounded once, the fill term added before that rounding: bitwise, the output and the grid
     and fill gradients (the input gradient not asked for: None). Rounding the "zeros" result
-    first changes 7-8% of the outputs here."""
+    first changes 7-8% of the outputs here. Also under a vmap of the fill value alone, whose
+    fill term is added apart from the kernel (the input and the grid shared)."""
     dtype = HALF_TYPES[dtype]
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 3, 5, 6)).astype(dtype)
     grid = rng.uniform(-1.3, 1.3, (2, 8, 8, 2)).astype(dtype)
     gout = rng.standard_normal((2, 3, 8, 8)).astype(dtype)
-    fill = np.array([0.3, -1.7, 2.9], dtype)
+    fill = np.array([[0.3, -1.7, 2.9], [-2.3, 0.9, 1.1]], dtype)
 
     def run(compute):
         x_, grid_, gout_, fill_ = (jnp.asarray(a.astype(compute)) for a in (x, grid, gout, fill))
-        kwargs = dict(padding_mode="constant", fill_value=fill_, implementation=implementation)
-        return (jax_gridsample.grid_sample(x_, grid_, **kwargs),
-                *jax_gridsample.grid_sample_backward(gout_, x_, grid_,
-                                                     output_mask=(False, True, True), **kwargs))
+
+        def call(fill_):
+            kwargs = dict(padding_mode="constant", fill_value=fill_,
+                          implementation=implementation)
+            return (jax_gridsample.grid_sample(x_, grid_, **kwargs),
+                    *jax_gridsample.grid_sample_backward(gout_, x_, grid_,
+                                                         output_mask=(False, True, True),
+                                                         **kwargs))
+
+        return jax.vmap(call)(fill_) if vmapped else call(fill_[0])
 
     (out, none, grid_grad, fill_grad), wide = run(dtype), run(np.float32)
     assert none is None and wide[1] is None

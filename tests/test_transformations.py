@@ -101,6 +101,36 @@ def test_vmap_backward_matches_a_loop(in_axes, output_mask, implementation):
                                    rtol=1e-12, atol=1e-12)
 
 
+
+# (fill, grad_output, input, grid): the fill value batched, every other operand batched or shared.
+FILL_AXES = [(0, *axes) for axes in itertools.product((0, None), repeat=3)]
+
+
+@pytest.mark.parametrize("in_axes, implementation",
+                         [(axes, IMPLEMENTATIONS[i % 2]) for i, axes in enumerate(FILL_AXES)],
+                         ids=str)
+def test_vmap_of_a_batched_fill_value_matches_a_loop(in_axes, implementation):
+    """Under "constant", a batched fill value (which cannot fold into the channels with a shared
+    input): the forward and every gradient against a loop, with the other operands batched or
+    shared, the fill value alone included."""
+    rng = np.random.default_rng(22)
+    x, grid = _data(2, rng)
+    gout = jnp.asarray(rng.standard_normal((2, 3, 2, 4)))
+    args = [_batched(a, ax, rng) for a, ax in zip((jnp.asarray([0.5, -1.5, 2.0]), gout, x, grid),
+                                                   in_axes, strict=True)]
+    kwargs = dict(KWARGS, padding_mode="constant", implementation=implementation)
+
+    def f(fill, go, x, g):
+        out = jax_gridsample.grid_sample(x, g, fill_value=fill, **kwargs)
+        return out, *jax_gridsample.grid_sample_backward(go, x, g, fill_value=fill,
+                                                         output_mask=(True, True, True), **kwargs)
+
+    got = jax.vmap(f, in_axes=in_axes)(*args)
+    loop = [f(*(_take(a, ax, b) for a, ax in zip(args, in_axes, strict=True))) for b in range(B)]
+    for i, name in enumerate(("output", "input_grad", "grid_grad", "fill_grad")):
+        np.testing.assert_allclose(np.asarray(got[i]), np.asarray(jnp.stack([r[i] for r in loop])),
+                                   rtol=1e-12, atol=1e-12, err_msg=name)
+
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("in_axes", AXES, ids=str)
 def test_vmap_of_grad_matches_a_loop(in_axes, implementation):
