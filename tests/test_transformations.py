@@ -151,6 +151,33 @@ def test_vmap_of_grad_matches_a_loop(in_axes, implementation):
                                    rtol=1e-12, atol=1e-12)
 
 
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_forward_mode_is_refused_and_reverse_over_reverse_gives_the_hessian(implementation):
+    """docs/guide.md: forward mode (jax.jvp, so jax.jacfwd and jax.hessian) raises JAX's
+    TypeError for a custom_vjp; jax.jacrev of jax.jacrev gives the Hessian with respect to the
+    grid, that of the jnp reference function (plain jax.numpy, which jax.hessian takes)."""
+    from jax_gridsample._enums import Interpolation, Padding
+    from jax_gridsample._reference import grid_sample_reference
+
+    rng = np.random.default_rng(23)
+    x, grid = _data(2, rng)
+    x, grid = x[:1], grid[:1, :1]  # a Hessian of 8 x 8
+
+    def loss(g):
+        out = jax_gridsample.grid_sample(x, g, mode="bicubic", padding_mode="border",
+                                         implementation=implementation)
+        return jnp.sum(out**2)
+
+    with pytest.raises(TypeError, match="forward-mode"):
+        jax.jvp(loss, (grid,), (grid,))
+    with pytest.raises(TypeError, match="forward-mode"):
+        jax.hessian(loss)(grid)
+    expected = jax.hessian(lambda g: jnp.sum(grid_sample_reference(
+        x, g, Interpolation.BICUBIC, Padding.BORDER, False) ** 2))(grid)
+    np.testing.assert_allclose(np.asarray(jax.jacrev(jax.jacrev(loss))(grid)),
+                               np.asarray(expected), rtol=1e-10, atol=1e-10)
+
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_jit_grad_and_nested_vmap(implementation):
     rng = np.random.default_rng(23)
