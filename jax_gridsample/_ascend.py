@@ -198,6 +198,9 @@ def documented_limit(backward: bool, k: int, interpolation: int, dtype: str, fam
         return ("CANN sends a 2D bicubic backward in float64, on Atlas training products or "
                 "with C > 2048 (but on the 950) to its AICPU kernel, which has no bicubic (its "
                 "first phase succeeds, the launch fails)")
+    if not all(isinstance(d, (int, np.integer)) for shape in shapes for d in shape):
+        return ("a symbolic batch (jax.export): the aclnn backward's 32-bit limit on an "
+                "operand's elements cannot be checked before the call")
     for shape in shapes:
         if _elements(shape) > _INT32_MAX or _elements(shape, 1) > _INT32_MAX:
             return "the aclnn backward kernels index in 32 bits (an operand has 2^31 elements)"

@@ -101,6 +101,11 @@ def cuda_backward_workspace_bytes(grad_output, input, grid, *, interpolation, ch
                                   output_mask, deterministic, **_) -> int:
     """Bytes of the workspace result of one CUDA backward call (avals or arrays in)."""
     del grad_output
+    if not isinstance(input.shape[0], (int, np.integer)):
+        raise ValueError(
+            f"input shape {tuple(input.shape)}: the CUDA kernels' backward needs a static batch "
+            f"(its workspace's size depends on it, not in proportion); export it with the batch "
+            f"known, or with implementation='auto' or 'reference' (the reference on CUDA)")
     spatial = input.shape[1:-1] if channels_last else input.shape[2:]
     channels = input.shape[-1] if channels_last else input.shape[1]
     return _CUDA_MODULE.backward_workspace_bytes(

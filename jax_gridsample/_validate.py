@@ -165,7 +165,7 @@ ELEMENT_LIMIT = 2**62
 
 def _check_element_limit(shape: tuple[int, ...], argument: str) -> None:
     if not all(isinstance(d, (int, np.integer)) for d in shape):
-        return  # symbolic dimensions (jax.export): the native handlers check the real sizes
+        return  # a symbolic batch (jax.export): the native handlers check the real sizes
     if math.prod(int(d) for d in shape if d > 1) >= ELEMENT_LIMIT:
         raise ValueError(f"{argument} shape {tuple(shape)} is too large: the product of its "
                          f"non-zero dimensions must be below 2**62")
@@ -182,6 +182,13 @@ def check_sample_args(input: Any, grid: Any, layout: Any) -> bool:
         )
     channels_last = parse_layout(layout, input.ndim)
     k = input.ndim - 2
+    for x, name in ((input, "input"), (grid, "grid")):
+        if not all(isinstance(d, (int, np.integer)) for d in x.shape[1:]):
+            raise ValueError(
+                f"{name} shape {tuple(x.shape)} has a symbolic dimension after the batch: under "
+                f"jax.export's shape polymorphism only the batch (the first dimension) may be "
+                f"symbolic; export with the other dimensions known"
+            )
     if grid.ndim != input.ndim:
         raise ValueError(
             f"grid must have the same rank as input ({input.ndim}), got grid shape {grid.shape} "

@@ -45,6 +45,7 @@ from ascend_support import (  # the Ascend tests' helpers
     oracle,
     set_environment,
 )
+from jax import export
 
 import jax_gridsample
 from jax_gridsample import _ascend, _ascend_self_check, _compat, _primitives
@@ -537,7 +538,37 @@ def test_size_limits_route_to_the_reference():
     assert bwd((3, 1, 2, 2), (3, 1, 30000, 30000), (3, 2, 2, 2)) is not None  # N*C*H*W
     assert bwd((0, 1, 2, 2), (0, 1, 46341, 46341), (0, 2, 2, 2)) is not None  # per sample
     assert bwd((1, 1, 46341, 46341), (1, 1, 2, 2), (1, 46341, 46341, 2)) is not None
+    # a symbolic batch (jax.export): the forward's limit is per plane, the backward's unknown
+    (b,) = export.symbolic_shape("b")
+    assert fwd((b, 1, 4, 4)) is None
+    assert "symbolic batch" in bwd((b, 1, 2, 2), (b, 1, 4, 4), (b, 2, 2, 2))
 
+
+
+def test_a_symbolic_batch_runs_the_forward_on_aclnn_and_the_backward_on_the_reference(
+        sim, ascend_kernel):
+    """jax.export with a symbolic batch: the forward's limit is per plane, so it runs on aclnn;
+    the backward's 32-bit limit on the whole operand cannot be checked, so "auto" runs the
+    reference and "native" says why. The artifact's results match the reference."""
+    x, g, go = make_data(2, jnp.float32)
+    (b,) = export.symbolic_shape("b")
+
+    def exported(fn, *args):
+        specs = [jax.ShapeDtypeStruct((b, *a.shape[1:]), a.dtype) for a in args]
+        test_targets = [export.DisabledSafetyCheck.custom_call(t) for t in (FORWARD, BACKWARD)]
+        return export.export(jax.jit(fn), disabled_checks=test_targets)(*specs).call
+
+    forward = exported(jax_gridsample.grid_sample, x, g)
+    backward = exported(jax_gridsample.grid_sample_backward, go, x, g)
+    assert _ran_on_aclnn(sim, lambda: forward(x, g)) == (True, False)
+    assert _ran_on_aclnn(sim, lambda: backward(go, x, g)) == (False, False)
+    ro, ri, rg = oracle(x, g, go, 0, 0, False)
+    assert_close(forward(x, g), ro, DTYPES[jnp.float32][1])
+    for got, want in zip(backward(go, x, g), (ri, rg), strict=True):
+        assert_close(got, want, DTYPES[jnp.float32][1] * 4)
+    with pytest.raises(NotImplementedError, match="a symbolic batch"):
+        exported(lambda *a: jax_gridsample.grid_sample_backward(*a, implementation="native"),
+                 go, x, g)
 
 @pytest.mark.parametrize("backward", (False, True), ids=("forward", "backward"))
 def test_handlers_check_the_size_limits_themselves(sim, backward):

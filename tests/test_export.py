@@ -9,6 +9,8 @@
   calling the function in the exporting one.
 - ``export_safety_checks()`` is what ``jax.export`` needs for our custom calls, and the reference
   needs none: it exports no custom call.
+- Shape polymorphism: a symbolic batch exports and serves every batch size; any other symbolic
+  dimension is a ValueError naming the argument.
 """
 
 from __future__ import annotations
@@ -108,6 +110,70 @@ def test_export_safety_checks_are_what_export_needs():
             _contract.ASCEND_FORWARD_TARGET, _contract.ASCEND_BACKWARD_TARGET} \
         <= set(_contract.RELEASED_TARGETS)
 
+
+
+@pytest.mark.parametrize("implementation", ["reference", "native"])
+def test_a_symbolic_batch_serves_every_batch_size(implementation):
+    """An artifact exported with a symbolic batch, serialized with its vjp: its output and its
+    gradients (input, grid, per-channel fill value) for 3 and for 1 batch elements are those of
+    the call itself, to float64 rounding."""
+    rng = np.random.default_rng(30)
+    x = jnp.asarray(rng.standard_normal((3, 2, 5, 6)))
+    grid = jnp.asarray(rng.uniform(-1.3, 1.3, (3, 4, 3, 2)))
+    fill = jnp.asarray([0.5, -2.0])
+
+    def warp(x, g, fill):
+        return jax_gridsample.grid_sample(x, g, padding_mode=("constant", "wrap"),
+                                          fill_value=fill, implementation=implementation)
+
+    (b,) = export.symbolic_shape("b")
+    exported = export.export(jax.jit(warp), disabled_checks=jax_gridsample.export_safety_checks())(
+        jax.ShapeDtypeStruct((b, 2, 5, 6), x.dtype), jax.ShapeDtypeStruct((b, 4, 3, 2), x.dtype),
+        jax.ShapeDtypeStruct((2,), x.dtype))
+    restored = export.deserialize(exported.serialize(vjp_order=1))
+    for n in (3, 1):
+        args = (x[:n], grid[:n], fill)
+        for what, got, want in (
+                ("output", restored.call(*args), warp(*args)),
+                ("gradients", jax.grad(lambda *a: jnp.sum(restored.call(*a) ** 2),
+                                       argnums=(0, 1, 2))(*args),
+                 jax.grad(lambda *a: jnp.sum(warp(*a) ** 2), argnums=(0, 1, 2))(*args))):
+            for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+                np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-12,
+                                           err_msg=f"{what}, batch {n}")
+
+
+@pytest.mark.parametrize("symbolic", ["input channels", "input height", "grid points"])
+def test_a_symbolic_dimension_after_the_batch_is_a_value_error(symbolic):
+    """Channels, spatial sizes and points are static: a symbolic one names its argument."""
+    n, c, h, w, p, q = (3, 2, 5, 6, 4, 3)
+    if symbolic == "input channels":
+        (c,) = export.symbolic_shape("c")
+    elif symbolic == "input height":
+        (h,) = export.symbolic_shape("h")
+    else:
+        p, q = export.symbolic_shape("p, q")
+    name = symbolic.split()[0]
+    with pytest.raises(ValueError, match=rf"^{name} shape .* symbolic dimension after the batch"):
+        export.export(jax.jit(jax_gridsample.grid_sample))(
+            jax.ShapeDtypeStruct((n, c, h, w), jnp.float32),
+            jax.ShapeDtypeStruct((n, p, q, 2), jnp.float32))
+
+
+def test_the_cuda_backward_refuses_a_symbolic_batch(monkeypatch):
+    """The CUDA backward's workspace size is not proportional to the batch: a symbolic batch is
+    a ValueError before the compiled module is asked (a stand-in here, no CUDA build needed)."""
+    from jax_gridsample import _native
+
+    monkeypatch.setattr(_native, "_CUDA_MODULE", object())
+    (b,) = export.symbolic_shape("b")
+    x = jax.ShapeDtypeStruct((b, 2, 5, 6), jnp.float32)
+    grid = jax.ShapeDtypeStruct((b, 4, 3, 2), jnp.float32)
+    with pytest.raises(ValueError, match=r"input shape \(b, 2, 5, 6\): the CUDA kernels' backward "
+                                         r"needs a static batch"):
+        _native.cuda_backward_workspace_bytes(None, x, grid, interpolation=0,
+                                              channels_last=False, output_mask=(True, True),
+                                              deterministic=False)
 
 def test_reference_exports_portable_stablehlo():
     """implementation="reference" for three platforms needs no disabled check and holds no
