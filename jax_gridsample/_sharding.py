@@ -194,6 +194,10 @@ def lower_partitioned(fn: Callable, ctx, *args, channels_last: bool,
     """
     dims = len(ctx.avals_in[-1].shape) - 2
     backward = output_mask is not None
+    if not all(isinstance(d, int) for a in ctx.avals_in for d in a.shape):
+        # a symbolic batch (jax.export): custom_partitioning takes static shapes only, so the
+        # op is lowered whole, and a mesh's partitioner gathers its operands
+        return mlir.lower_fun(fn, backward)(ctx, *args)
     sig = signature(dims, channels_last, output_mask) if sig is None else sig
     op = partitioned(fn, sig, multiple_results=backward)
     meshes = [a.sharding.mesh for a in ctx.avals_in if getattr(a, "sharding", None) is not None]

@@ -106,6 +106,15 @@ def test_inside_shard_map(findings):
     assert findings["shard_map_difference"] < 1e-12
 
 
+def test_a_symbolic_batch_export_is_right_but_not_partitioned(findings):
+    """docs/sharding.md: an artifact exported with a symbolic batch sharded over 8 devices gives
+    the unsharded results for two batch sizes; custom_partitioning takes static shapes only, so
+    its program gathers the operands."""
+    found = findings["symbolic_batch_export"]
+    assert found["max_difference"] < 1e-12
+    assert found["all_gathers"] > 0
+
+
 def test_sharded_volume_example(findings):
     """examples/sharded_volume.py: points sharded, the fit's only collective the sum of the
     volume's partial gradients (XLA may fuse the loss's own sum into it), and it learns."""
