@@ -13,6 +13,8 @@ broadcast and the axis folds into N. When only one of input and grid is mapped, 
 are bound as two calls, each with its own fold, so that a program needing only one of them
 (DCE under jit) copies nothing. Under "constant", a batched fill value or its gradient asked for
 (a sum over the points, per batch) leaves the fill term's gradients to jax.numpy, vmapped.
+Where the fill term is added apart from the kernel, half types compute in float32 and round once,
+as a call without vmap does.
 """
 
 from __future__ import annotations
