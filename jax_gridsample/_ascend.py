@@ -38,6 +38,7 @@ from ._contract import ASCEND_BACKWARD_TARGET as BACKWARD_TARGET
 from ._contract import ASCEND_FORWARD_TARGET as FORWARD_TARGET
 from ._enums import Padding
 from ._native import load_and_register
+from ._validate import is_static
 
 PLATFORM_NAMES = ("ascend", "ASCEND", "npu", "NPU")
 """Every spelling of the Ascend platform a PJRT plugin may use: the lowering rules and the FFI
@@ -198,7 +199,7 @@ def documented_limit(backward: bool, k: int, interpolation: int, dtype: str, fam
         return ("CANN sends a 2D bicubic backward in float64, on Atlas training products or "
                 "with C > 2048 (but on the 950) to its AICPU kernel, which has no bicubic (its "
                 "first phase succeeds, the launch fails)")
-    if not all(isinstance(d, (int, np.integer)) for shape in shapes for d in shape):
+    if not all(map(is_static, shapes)):
         return ("a symbolic batch (jax.export): the aclnn backward's 32-bit limit on an "
                 "operand's elements cannot be checked before the call")
     for shape in shapes:

@@ -22,6 +22,7 @@ from ._contract import (
     FORWARD_TARGET,
     FORWARD_TARGET_V1,
 )
+from ._validate import is_static
 
 _FFI_API_VERSION = 1
 
@@ -101,7 +102,7 @@ def cuda_backward_workspace_bytes(grad_output, input, grid, *, interpolation, ch
                                   output_mask, deterministic, **_) -> int:
     """Bytes of the workspace result of one CUDA backward call (avals or arrays in)."""
     del grad_output
-    if not isinstance(input.shape[0], (int, np.integer)):
+    if not is_static(input.shape):
         raise ValueError(
             f"input shape {tuple(input.shape)}: the CUDA kernels' backward needs a static batch "
             f"(its workspace's size depends on it, not in proportion); export it with the batch "

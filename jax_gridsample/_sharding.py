@@ -35,6 +35,7 @@ from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from ._compat import SHARDING_RULE_FACTOR_KINDS, mlir, use_abstract_mesh
+from ._validate import is_static
 
 BATCH, CHANNELS, COORDINATE = "n", "c", "k"
 
@@ -194,7 +195,7 @@ def lower_partitioned(fn: Callable, ctx, *args, channels_last: bool,
     """
     dims = len(ctx.avals_in[-1].shape) - 2
     backward = output_mask is not None
-    if not all(isinstance(d, int) for a in ctx.avals_in for d in a.shape):
+    if not all(is_static(a.shape) for a in ctx.avals_in):
         # a symbolic batch (jax.export): custom_partitioning takes static shapes only, so the
         # op is lowered whole, and a mesh's partitioner gathers its operands
         return mlir.lower_fun(fn, backward)(ctx, *args)

@@ -163,8 +163,13 @@ def parse_layout(layout: Any, rank: int) -> bool:
 ELEMENT_LIMIT = 2**62
 
 
+def is_static(shape) -> bool:
+    """Whether every dimension of ``shape`` is known (none symbolic, as jax.export allows)."""
+    return all(isinstance(d, (int, np.integer)) for d in shape)
+
+
 def _check_element_limit(shape: tuple[int, ...], argument: str) -> None:
-    if not all(isinstance(d, (int, np.integer)) for d in shape):
+    if not is_static(shape):
         return  # a symbolic batch (jax.export): the native handlers check the real sizes
     if math.prod(int(d) for d in shape if d > 1) >= ELEMENT_LIMIT:
         raise ValueError(f"{argument} shape {tuple(shape)} is too large: the product of its "
@@ -183,7 +188,7 @@ def check_sample_args(input: Any, grid: Any, layout: Any) -> bool:
     channels_last = parse_layout(layout, input.ndim)
     k = input.ndim - 2
     for x, name in ((input, "input"), (grid, "grid")):
-        if not all(isinstance(d, (int, np.integer)) for d in x.shape[1:]):
+        if not is_static(x.shape[1:]):
             raise ValueError(
                 f"{name} shape {tuple(x.shape)} has a symbolic dimension after the batch: under "
                 f"jax.export's shape polymorphism only the batch (the first dimension) may be "
