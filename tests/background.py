@@ -5,7 +5,8 @@ A test module that has such checks defines ``BACKGROUND`` (a ``pytest.StashKey``
 returns them by name; conftest.py calls it when collection ends and stashes the result under
 ``BACKGROUND``. The processes then run on another core while this one runs the other tests; a
 test takes its process's result with ``result_of``, which starts the processes itself if they were
-not started. Each process prints one JSON line last.
+not started (as in a pytest-xdist worker, see conftest.py). Each process prints one JSON line
+last.
 """
 
 from __future__ import annotations

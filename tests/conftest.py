@@ -14,8 +14,13 @@ time goes. Hence:
   and call the operations eagerly, so one compiled program serves every test with that
   configuration; jax's caches are cleared when this process grows past ``_RSS_LIMIT``, which keeps
   the suite's memory bounded (cleared caches only cost recompiles).
-- The checks that need a process of their own (8 host devices, the examples) start when
-  collection ends and run on another core while the other tests run (background.py).
+- Two processes run the tests, one file each at a time (pytest-xdist's ``-n 2 --dist loadfile``,
+  in pyproject.toml's ``addopts``), so that both cores compile; a file's tests stay in one
+  process, where they share its compiled programs and module fixtures. ``-n 0`` runs them all in
+  this process.
+- The checks that need a process of their own (8 host devices, the examples) run beside the
+  tests: without workers they start when collection ends; in a worker, which cannot know then
+  which files it will get, when the first test that reads them runs (background.py).
 
 Neither flag changes results beyond rounding the tests' tolerances cover; the native kernels are
 compiled C++ and unaffected.
@@ -122,6 +127,8 @@ def pytest_collection_finish(session):
     """Starts the separate-process checks of the selected tests (see background.py)."""
     import background
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a worker starts them when a test first asks (background.result_of)
     modules = dict.fromkeys(getattr(item, "module", None) for item in session.items)
     for module in modules:
         if hasattr(module, "start_background"):
