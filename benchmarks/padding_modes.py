@@ -3,7 +3,8 @@
 Not a test. "constant" is "zeros" plus a fill term the kernels add (jax_gridsample/_fill.py),
 "wrap" the kernels' own per-axis math; neither copies the input. Beside the issue's two cases of
 uniform grids, a rotated panorama, ("wrap", "border") against "border": where the seam is a
-thin line, as in use, rather than about 3% of the points per axis.
+thin line, as in use, rather than about 3% of the points per axis; and the first case's shape
+on grids with 0, 1 and 4 seam points per output row and no other edge: what a seam point costs.
 This measures what each costs beside the mode it extends, on the same data: forward, and
 forward+backward (gradients with respect to the input and the grid, and the fill value for
 "constant", whose fill is a per-channel array passed to the jitted function, as a traced
@@ -14,7 +15,7 @@ after one untimed call, so that a shared machine's drift falls on both; a mode's
 median over rounds of its per-round median. Prints a markdown table with the ratio
 (constant / zeros, wrap / border).
 
-    python benchmarks/padding_modes.py [--rounds 7] [--calls 9]
+    python benchmarks/padding_modes.py [--rounds 15] [--calls 21]
 """
 
 from __future__ import annotations
@@ -54,6 +55,18 @@ def panorama_grid(rng, shape, out_spatial):
     return np.broadcast_to(grid, (shape[0],) + grid.shape)
 
 
+def seam_grid(per_row: int):
+    """Coordinates uniform in [-0.95, 0.95], whose taps on a 64-pixel axis neither leave it nor
+    cross a seam, but for `per_row` evenly spaced points of each output row put on the x seam
+    (pixel -0.375: taps 63 and 0): what seam points cost "wrap", apart from the edges."""
+    def make(rng, shape, out_spatial):
+        grid = rng.uniform(-0.95, 0.95, (shape[0],) + out_spatial + (2,))
+        if per_row:
+            grid[..., ::out_spatial[-1] // per_row, 0] = -1 + 1 / 256
+        return grid
+    return make
+
+
 # (name, input NC+spatial, output spatial, mode, grid, pairs of padding modes)
 CASES = [
     ("2d bilinear (8, 32, 64, 64) -> 64x64", (8, 32, 64, 64), (64, 64), "bilinear",
@@ -62,6 +75,9 @@ CASES = [
      uniform_grid, [("constant", "zeros"), ("wrap", "border")]),
     ("2d panorama (2, 16, 256, 512) rotated", (2, 16, 256, 512), (256, 512), "bilinear",
      panorama_grid, [(("wrap", "border"), "border")]),
+] + [
+    (f"2d bilinear (8, 32, 64, 64) -> 64x64, {k} seam point(s) per row", (8, 32, 64, 64),
+     (64, 64), "bilinear", seam_grid(k), [("wrap", "border")]) for k in (0, 1, 4)
 ]
 
 
@@ -93,8 +109,8 @@ def round_ms(fn, args, calls: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=21)
     args = parser.parse_args()
     print(f"jax {jax.__version__}, {jax.device_count()} CPU device(s), native kernels "
           f"{jax_gridsample.native_status()['cpu']}; {args.rounds} alternating rounds of "
