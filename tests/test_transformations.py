@@ -209,6 +209,34 @@ def test_jit_grad_and_nested_vmap(implementation):
                                        rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_remat_and_scan_match_an_unrolled_loop(implementation):
+    """Iterative warping, as optical-flow refinement does it: jax.grad through a lax.scan of
+    jax.checkpoint-ed steps (rematerialized in the backward pass) equals the gradient of the
+    same steps written out in Python."""
+    rng = np.random.default_rng(29)
+    x, grid = _data(2, rng)
+    x = x[:, :, :2, :4]  # the output's spatial shape, so that a step can warp its own output
+
+    def step(image, g):
+        return 0.5 * image + jax_gridsample.grid_sample(image, g, implementation=implementation,
+                                                        padding_mode="wrap")
+
+    def scanned(x, g):
+        out, _ = jax.lax.scan(lambda c, _: (jax.checkpoint(step)(c, g), None), x, None, length=3)
+        return jnp.sum(out**2)
+
+    def unrolled(x, g):
+        for _ in range(3):
+            x = step(x, g)
+        return jnp.sum(x**2)
+
+    expected = jax.grad(unrolled, argnums=(0, 1))(x, grid)
+    got = jax.jit(jax.grad(scanned, argnums=(0, 1)))(x, grid)
+    for e, g in zip(expected, got, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-12, atol=1e-12)
+
+
 def _lowered(fn, *args) -> str:
     return jax.jit(fn).lower(*args).as_text()
 
