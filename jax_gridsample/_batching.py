@@ -192,12 +192,11 @@ def _fill_gradients_apart(args, dims, size, *, output_mask, padding, **params):
     wide = compute_dtype(grid.dtype)
     if output_mask[1] and wide != grid.dtype:
         # a half type: the grid gradient rounded once, after the fill term's part, as without
-        # vmap (each gradient is the float32 computation on the same values, rounded)
+        # vmap (each gradient is the float32 computation on the same values, rounded to the
+        # dtype that input, grid and fill value share)
         outputs, axes = _fill_gradients_apart(tuple(a.astype(wide) for a in args), dims, size,
                                               output_mask=output_mask, padding=padding, **params)
-        originals = [a.dtype for a, wanted in zip((input, grid, fill), output_mask, strict=True)
-                     if wanted]
-        return [o.astype(d) for o, d in zip(outputs, originals, strict=True)], axes
+        return [o.astype(grid.dtype) for o in outputs], axes
     zeros_mask = (*output_mask[:2], False)
     grads, axes = [], []
     if any(zeros_mask):
