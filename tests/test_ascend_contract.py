@@ -544,7 +544,6 @@ def test_size_limits_route_to_the_reference():
     assert "symbolic batch" in bwd((b, 1, 2, 2), (b, 1, 4, 4), (b, 2, 2, 2))
 
 
-
 def test_a_symbolic_batch_runs_the_forward_on_aclnn_and_the_backward_on_the_reference(
         sim, ascend_kernel):
     """jax.export with a symbolic batch: the forward's limit is per plane, so it runs on aclnn;
@@ -569,6 +568,7 @@ def test_a_symbolic_batch_runs_the_forward_on_aclnn_and_the_backward_on_the_refe
     with pytest.raises(NotImplementedError, match="a symbolic batch"):
         exported(lambda *a: jax_gridsample.grid_sample_backward(*a, implementation="native"),
                  go, x, g)
+
 
 @pytest.mark.parametrize("backward", (False, True), ids=("forward", "backward"))
 def test_handlers_check_the_size_limits_themselves(sim, backward):
@@ -605,7 +605,6 @@ SOCS = {  # a SoC name aclrtGetSocName gives -> the family its product belongs t
 
 def test_chip_families():
     assert {soc: _ascend.chip_family(soc) for soc in SOCS} == SOCS
-
 
 
 @pytest.mark.parametrize("release", ("head", "8.1.RC1"))

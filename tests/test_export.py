@@ -111,7 +111,6 @@ def test_export_safety_checks_are_what_export_needs():
         <= set(_contract.RELEASED_TARGETS)
 
 
-
 @pytest.mark.parametrize("implementation", ["reference", "native"])
 def test_a_symbolic_batch_serves_every_batch_size(implementation):
     """An artifact exported with a symbolic batch, serialized with its vjp: its output and its
@@ -174,6 +173,7 @@ def test_the_cuda_backward_refuses_a_symbolic_batch(monkeypatch):
         _native.cuda_backward_workspace_bytes(None, x, grid, interpolation=0,
                                               channels_last=False, output_mask=(True, True),
                                               deterministic=False)
+
 
 def test_reference_exports_portable_stablehlo():
     """implementation="reference" for three platforms needs no disabled check and holds no

@@ -101,7 +101,6 @@ def test_vmap_backward_matches_a_loop(in_axes, output_mask, implementation):
                                    rtol=1e-12, atol=1e-12)
 
 
-
 # (fill, grad_output, input, grid): the fill value batched, every other operand batched or shared.
 FILL_AXES = [(0, *axes) for axes in itertools.product((0, None), repeat=3)]
 
@@ -131,6 +130,7 @@ def test_vmap_of_a_batched_fill_value_matches_a_loop(in_axes, implementation):
         np.testing.assert_allclose(np.asarray(got[i]), np.asarray(jnp.stack([r[i] for r in loop])),
                                    rtol=1e-12, atol=1e-12, err_msg=name)
 
+
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("in_axes", AXES, ids=str)
 def test_vmap_of_grad_matches_a_loop(in_axes, implementation):
@@ -149,7 +149,6 @@ def test_vmap_of_grad_matches_a_loop(in_axes, implementation):
     for i in range(2):
         np.testing.assert_allclose(np.asarray(got[i]), np.asarray(jnp.stack([r[i] for r in loop])),
                                    rtol=1e-12, atol=1e-12)
-
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
