@@ -5,8 +5,10 @@ Along a "zeros" or "constant" axis, a tap outside the input reads the fill value
 the tap's weight; summed over a point's taps, that is ``fill × (1 − W)``, where ``W`` is the sum
 of the weights of the taps that read the input. The weights are a product over the axes, and an
 axis that reads no fill value (border, reflection, wrap) reads the input with taps whose weights
-sum to 1, so ``W`` is the product over the fill axes of each axis's sum of its inside taps'
-weights. It depends on the grid alone.
+sum to 1, so ``W`` is the product over the fill axes of each axis's share inside: 1 minus the
+weights of its taps outside, exactly 1 for an axis with none. It depends on the grid alone. The
+term is 0 where ``1 − W`` is, so that a point that reads no fill value does not depend on it,
+even on a NaN or infinite one (``FillTerm`` in ffi/common/grid_sample_math.h).
 
 So every implementation computes "constant" as "zeros" plus this term: the native CPU and CUDA
 forwards add it themselves, the reference and aclnn's lowering with ``add_fill`` here, from the
@@ -26,9 +28,9 @@ from ._reference import axis_taps, compute_dtype
 
 
 def _axis_sums(grid, spatial, interpolation, padding, align_corners):
-    """Per fill axis j: (the sum of its inside taps' weights, its derivative with respect to
-    grid component j), each ``(N, *So)`` in the compute dtype, summed in tap order as the
-    kernels do (gs::AddInsideWeight)."""
+    """Per fill axis j: (its share of weight inside, its derivative with respect to grid
+    component j), each ``(N, *So)`` in the compute dtype: 1 and 0 minus its outside taps'
+    weights and their derivatives, in tap order as the kernels do (gs::SubtractOutsideWeight)."""
     k = grid.shape[-1]
     ctype = compute_dtype(grid.dtype)
     sums = {}
@@ -39,10 +41,11 @@ def _axis_sums(grid, spatial, interpolation, padding, align_corners):
         taps = axis_taps(grid[..., j].astype(ctype), size, interpolation, Padding.ZEROS,
                          align_corners)
         inside = (taps.position >= 0) & (taps.position <= size - 1)
-        total = derivative = jnp.zeros(grid.shape[:-1], ctype)
+        total = jnp.ones(grid.shape[:-1], ctype)
+        derivative = jnp.zeros(grid.shape[:-1], ctype)
         for i in range(inside.shape[-1]):
-            total = total + jnp.where(inside[..., i], taps.weight[..., i], 0)
-            derivative = derivative + jnp.where(inside[..., i], taps.dweight[..., i], 0)
+            total = total - jnp.where(inside[..., i], 0, taps.weight[..., i])
+            derivative = derivative - jnp.where(inside[..., i], 0, taps.dweight[..., i])
         sums[j] = total, derivative * taps.coord_grad
     return sums
 
@@ -66,14 +69,22 @@ def inside_weight(grid: jax.Array, spatial: tuple[int, ...], interpolation: int,
 def fill_term(fill: jax.Array, grid: jax.Array, spatial: tuple[int, ...], channels: int,
               interpolation: int, padding: tuple[int, ...], align_corners: bool,
               channels_last: bool) -> jax.Array:
-    """``fill × (1 − W)`` in the output's shape and layout and the compute dtype; ``fill`` has
-    shape () or (C,)."""
+    """``fill × (1 − W)``, 0 where ``1 − W`` is, in the output's shape and layout and the
+    compute dtype; ``fill`` has shape () or (C,)."""
     outside = 1 - inside_weight(grid, spatial, interpolation, padding, align_corners)
     fill = jnp.broadcast_to(fill.astype(outside.dtype), (channels,))
     if channels_last:
-        return outside[..., None] * fill
-    fill = fill.reshape(fill.shape + (1,) * (grid.ndim - 2))
-    return outside[:, None] * fill
+        outside = outside[..., None]
+    else:
+        fill = fill.reshape(fill.shape + (1,) * (grid.ndim - 2))
+        outside = outside[:, None]
+    return _term(fill, outside)
+
+
+def _term(fill, weight):
+    """``fill × weight``, 0 where ``weight`` is 0 (gs::FillTerm). The fill value is masked
+    rather than the product, so that no derivative multiplies a NaN or infinite one by 0."""
+    return jnp.where(weight == 0, 0, fill).astype(weight.dtype) * weight
 
 
 def add_fill(output: jax.Array, fill: jax.Array, grid: jax.Array, **params) -> jax.Array:
@@ -109,7 +120,7 @@ def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatia
         weighted = jnp.sum(flat * fill_c[:, None], axis=1).reshape(weight.shape)
     if fill.ndim == 0:
         fill_grad = jnp.sum(fill_grad)
-    components = [-weighted * _product(sums, grid, skip=j) * sums[j][1] if j in sums
+    components = [_term(-weighted, _product(sums, grid, skip=j) * sums[j][1]) if j in sums
                   else jnp.zeros(grid.shape[:-1], ctype) for j in range(grid.shape[-1])]
     grid_grad = jnp.stack(components, -1)
     return grid_grad, fill_grad.astype(fill.dtype)

@@ -9,8 +9,9 @@
 3. Gradients: ``check_grads`` with respect to input, grid and fill value; the native float32
    backward against the float64 reference; ``fill_grad`` against ``sum(go * (1 - W))`` (``W``
    sampled from an input of ones) and against finite differences of the output in the fill.
-4. Exact rules: "constant" with fill 0 (or none) is "zeros"; a NaN, infinite or huge coordinate
-   reads the fill value under "constant" and what -1 reads under "wrap".
+4. Exact rules: "constant" with fill 0 (or none) is "zeros"; a point with no tap outside does not
+   depend on the fill value, NaN or infinite; a NaN, infinite or huge coordinate reads the fill
+   value under "constant" and what -1 reads under "wrap".
 
 Every test runs both implementations (``implementation="reference"`` and ``"native"``).
 """
@@ -388,6 +389,56 @@ def test_constant_with_fill_zero_is_zeros(case, implementation):
                 _close(np.sum(a), b, TOL, f"{name} {fill}")
             else:
                 np.testing.assert_array_equal(a, b, err_msg=f"{name} {fill}")
+
+
+# (id, dims, mode): what reads no fill value, each interpolation mode
+UNREAD_FILL_CASES = [("2d-bilinear", 2, "bilinear"), ("2d-nearest", 2, "nearest"),
+                     ("2d-bicubic", 2, "bicubic"), ("3d-bilinear", 3, "bilinear")]
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("case", UNREAD_FILL_CASES, ids=[c[0] for c in UNREAD_FILL_CASES])
+def test_a_point_that_reads_no_fill_value_does_not_depend_on_it(case, implementation):
+    """A NaN or infinite fill value (scipy's ``cval=nan`` marks what was outside) reaches only the
+    points with a tap outside: a point whose taps are all inside gives exactly the "zeros" output
+    and grid gradient (its share of the fill value is exactly 0, and bicubic's inside weights,
+    which sum to 1 only to rounding, are not summed for it), and the input and fill gradients do
+    not depend on the fill value at all. Which taps are inside is counted here in numpy."""
+    _, dims, mode = case
+    rng = np.random.default_rng(17)
+    spatial = GRAD_SPATIAL[dims]
+    points = (1, 6, 7) if dims == 2 else (1, 3, 4, 4)
+    x = jnp.asarray(rng.standard_normal((1, CHANNELS) + spatial))
+    grid = rng.uniform(-1.3, 1.3, points + (dims,))
+    go = jnp.asarray(rng.standard_normal((1, CHANNELS) + points[1:]))
+    reads_fill = np.zeros(points, bool)
+    for j in range(dims):
+        size = spatial[dims - 1 - j]
+        u = _unnormalize(grid[..., j], size, False)
+        first, last = {"nearest": (np.round(u),) * 2, "bilinear": (np.floor(u), np.floor(u) + 1),
+                       "bicubic": (np.floor(u) - 1, np.floor(u) + 2)}[mode]
+        reads_fill |= (first < 0) | (last > size - 1)
+    assert 0 < reads_fill.sum() < reads_fill.size  # both kinds of point
+    grid = jnp.asarray(grid)
+    common = dict(mode=mode, align_corners=False, implementation=implementation)
+    mask = (True, True, True)
+
+    def run(padding, **fill):
+        return (gs.grid_sample(x, grid, padding_mode=padding, **common, **fill),
+                *gs.grid_sample_backward(go, x, grid, padding_mode=padding, output_mask=mask,
+                                         **common, **fill))
+
+    out0, input_grad0, grid_grad0, fill_grad0 = run("constant", fill_value=jnp.zeros(CHANNELS))
+    for fill in (np.nan, np.inf):
+        out, input_grad, grid_grad, fill_grad = run(
+            "constant", fill_value=jnp.asarray([fill, -fill]))
+        out, grid_grad = np.asarray(out), np.asarray(grid_grad)
+        np.testing.assert_array_equal(np.moveaxis(out, 1, -1)[~reads_fill],
+                                      np.moveaxis(np.asarray(out0), 1, -1)[~reads_fill])
+        assert not np.isfinite(np.moveaxis(out, 1, -1)[reads_fill]).any()
+        np.testing.assert_array_equal(grid_grad[~reads_fill], np.asarray(grid_grad0)[~reads_fill])
+        np.testing.assert_array_equal(input_grad, input_grad0)
+        np.testing.assert_array_equal(fill_grad, fill_grad0)
 
 
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30])

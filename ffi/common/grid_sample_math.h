@@ -319,13 +319,25 @@ GS_HOST_DEVICE inline void ComputeAxisTaps(
 }
 
 // "constant" padding (docs/semantics.md, "The fill value"): a point's output
-// is its "zeros" sum plus fill * (1 - W), W the product over the fill axes,
-// x first, of each axis's sum of the weights of its inside taps, summed in
-// tap order from 0 with this step (a tap with index -1 adds 0). Every kernel
-// forms W in this order and adds the term last, so all form the same term.
+// is its "zeros" sum plus FillTerm(fill, 1 - W), W the product over the fill
+// axes, x first, of each axis's share of weight inside: 1 minus the weights
+// of its taps outside, subtracted in tap order with this step (a tap with
+// index -1 is outside). An axis with no tap outside gives exactly 1, so a
+// point that reads no fill value gets exactly W = 1. Its derivative is
+// formed the same way from 0 with the taps' dw. Every kernel forms W in this
+// order and adds the term last, so all form the same term.
 template <typename T, typename I>
-GS_HOST_DEVICE inline T AddInsideWeight(T sum, I idx, T w) {
-  return sum + (idx >= 0 ? w : T(0));
+GS_HOST_DEVICE inline T SubtractOutsideWeight(T rest, I idx, T w) {
+  return rest - (idx >= 0 ? T(0) : w);
+}
+
+// The fill term of a point whose taps outside weigh `outside` (1 - W) in all:
+// 0 where they weigh 0, so that a point that reads no fill value stays
+// independent of it, a NaN or infinite one included. The grid gradient's
+// fill part is formed the same way, from -sum_c fill[c] grad_out[c] and dW.
+template <typename T>
+GS_HOST_DEVICE inline T FillTerm(T fill, T outside) {
+  return outside == T(0) ? T(0) : fill * outside;
 }
 
 }  // namespace gs

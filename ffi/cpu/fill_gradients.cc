@@ -20,20 +20,20 @@
 namespace gs_cpu {
 namespace {
 
-// One fill axis of `cnt` points (coordinate stride K): the sum of its inside
-// taps' weights, and of their derivatives times the chain factor. Its taps
-// are those of "zeros" (padding and align_corners constants here, so that the
-// loop vectorizes across points; I as in TapIndex).
+// One fill axis of `cnt` points (coordinate stride K): its share of weight
+// inside (gs::SubtractOutsideWeight), and its derivative times the chain
+// factor. Its taps are those of "zeros" (padding and align_corners constants
+// here, so that the loop vectorizes across points; I as in TapIndex).
 template <typename T, int K, int kInterp, bool kAlign, typename I>
 GS_CPU_INLINE void AxisSums(const T* coord, int64_t cnt, int64_t size, T* sum, T* dsum) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   for (int64_t b = 0; b < cnt; ++b) {
     gs::AxisTaps<T, kT1, I> t;
     gs::ComputeAxisTaps<kInterp, T, I>(coord[b * K], size, gs::kZeros, kAlign, &t);
-    T s = T(0), ds = T(0);
+    T s = T(1), ds = T(0);
     for (int i = 0; i < kT1; ++i) {
-      s = gs::AddInsideWeight(s, t.idx[i], t.w[i]);
-      ds = gs::AddInsideWeight(ds, t.idx[i], t.dw[i]);
+      s = gs::SubtractOutsideWeight(s, t.idx[i], t.w[i]);
+      ds = gs::SubtractOutsideWeight(ds, t.idx[i], t.dw[i]);
     }
     sum[b] = s;
     dsum[b] = ds * t.dmult;
@@ -123,7 +123,7 @@ GS_CPU_INLINE void FillTask(const Geometry& g, const T* grad_output, const T* gr
       T* out = grid_grad + (n * g.points + p0) * K;
       for (int64_t b = 0; b < cnt; ++b) {
         for (int a = 0; a < K; ++a) {
-          const T term = -weighted[b] * dw[a][b];
+          const T term = gs::FillTerm(-weighted[b], dw[a][b]);  // 0 where dW is
           out[b * K + a] = add_to_grid ? out[b * K + a] + term : term;
         }
       }

@@ -108,8 +108,11 @@ void FillPairs(const float* __restrict grid, int cnt, const Geometry& g,
   st->pair_masks_ready = false;
   if (g.fill != nullptr) {
     // pair_aw holds each tap's weight and 0 for a float that is no tap, so the
-    // sum of an axis's two is its inside weight (gs::AddInsideWeight's, as
-    // addition commutes); entries past cnt hold no tap: weight 1 - 0.
+    // sum of an axis's two is the weight of its taps inside: the same bits as
+    // gs::SubtractOutsideWeight's 1 minus the weight outside, as a bilinear
+    // axis's two weights sum to exactly 1, and a weight inside beside one
+    // outside is exactly 1 minus it (docs/semantics.md, "The fill value").
+    // Entries past cnt hold no tap: weight 1 - 0.
     const int padded = (cnt + 15) & ~15;
     for (int b = 0; b < padded; ++b) st->outside[b] = 1.f;
     for (int a = 0; a < K; ++a) {
@@ -314,7 +317,7 @@ GS_CPU_VECTOR_INLINE void RowGroup(const float* __restrict src, const float* con
   for (int u = 0; u < 2; ++u) {
     if constexpr (kBlend) a[u] = WithSeamSums(a[u], st, b + 8 * u);
     if constexpr (kCheck) bad[u] |= (I8)(a[u] - a[u]);
-    if (outside != nullptr) a[u] = a[u] + Broadcast8(fill) * Load8(outside + b + 8 * u);
+    if (outside != nullptr) a[u] = a[u] + FillTerm8(Broadcast8(fill), Load8(outside + b + 8 * u));
     if constexpr (kStream) {
       StreamStore8(dst + b + 8 * u, a[u]);
     } else {
@@ -384,7 +387,7 @@ GS_CPU_VECTOR_INLINE bool ChannelRow(const float* __restrict src, float* __restr
   auto tail = [&](int b) GS_CPU_VECTOR {
     F8 v = Dot<false>(pairs, src, rows, st, b);
     if constexpr (kSeams) v = WithSeamSums(v, st, b);
-    return outside == nullptr ? v : v + Broadcast8(fill) * Load8(outside + b);
+    return outside == nullptr ? v : v + FillTerm8(Broadcast8(fill), Load8(outside + b));
   };
   if (cnt16 < cnt8) StoreOutput(dst + cnt16, tail(cnt16), stream);
   if (cnt8 < cnt) {

@@ -153,7 +153,7 @@ struct TapBlock {
 };
 
 // With a "constant" axis (g.fill): per point b < count, the weight of the
-// fill value, 1 - W (gs::AddInsideWeight), from per-axis taps of pass 1:
+// fill value, 1 - W (gs::SubtractOutsideWeight), from per-axis taps of pass 1:
 // idx[a][i][b] (-1: outside) and w[a][i][b] of tap i of axis a.
 template <int K, int kT1, typename T, typename Indices, typename Weights>
 GS_CPU_INLINE void FillWeights(const Geometry& g, int64_t count, const Indices& idx,
@@ -162,8 +162,8 @@ GS_CPU_INLINE void FillWeights(const Geometry& g, int64_t count, const Indices& 
   for (int a = 0; a < K; ++a) {
     if (!gs::ReadsFill(g.axis_padding[a])) continue;
     for (int64_t b = 0; b < count; ++b) {
-      T s = T(0);
-      for (int i = 0; i < kT1; ++i) s = gs::AddInsideWeight(s, idx[a][i][b], w[a][i][b]);
+      T s = T(1);
+      for (int i = 0; i < kT1; ++i) s = gs::SubtractOutsideWeight(s, idx[a][i][b], w[a][i][b]);
       outside[b] = outside[b] * s;
     }
   }

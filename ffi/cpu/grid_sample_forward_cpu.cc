@@ -72,7 +72,9 @@ GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* gri
           dst[b] = TapSum(*tb, b, [&](int t) { return src[tb->off[b][t]]; });
         }
         if (fill != nullptr) {
-          for (int64_t b = 0; b < cnt; ++b) dst[b] = dst[b] + fill[c] * tb->outside[b];
+          for (int64_t b = 0; b < cnt; ++b) {
+            dst[b] = dst[b] + gs::FillTerm(fill[c], tb->outside[b]);
+          }
         }
       }
     } else {
@@ -83,7 +85,9 @@ GS_CPU_INLINE void PortableChunk(const Geometry& g, const T* input, const T* gri
           dst[c] = TapSum(*tb, b, [&](int t) { return src_n[tb->off[b][t] * channels + c]; });
         }
         if (fill != nullptr) {
-          for (int64_t c = 0; c < channels; ++c) dst[c] = dst[c] + fill[c] * tb->outside[b];
+          for (int64_t c = 0; c < channels; ++c) {
+            dst[c] = dst[c] + gs::FillTerm(fill[c], tb->outside[b]);
+          }
         }
       }
     }

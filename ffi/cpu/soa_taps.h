@@ -132,7 +132,7 @@ GS_CPU_VECTOR __attribute__((flatten)) void NearestOffsets(const float* __restri
       idx[a] = t.idx[0];
       valid = valid & (t.idx[0] >= 0);
       if constexpr (kFill) {
-        if (gs::ReadsFill(pad)) inside = inside * gs::AddInsideWeight(0.f, t.idx[0], 1.f);
+        if (gs::ReadsFill(pad)) inside = inside * gs::SubtractOutsideWeight(1.f, t.idx[0], 1.f);
       }
     }
     if constexpr (kFill) outside[b] = 1.f - inside;

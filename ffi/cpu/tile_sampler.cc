@@ -170,7 +170,7 @@ template <int K, int kInterp>
 GS_CPU_VECTOR_INLINE F8 PointSumWithFill(const PointTaps<K, kInterp>& pt, int64_t c,
                                          const float* fill, float outside) {
   const F8 sum = PointSum(pt, c);
-  return fill == nullptr ? sum : sum + Load8(fill + c) * Broadcast8(outside);
+  return fill == nullptr ? sum : sum + FillTerm8(Load8(fill + c), Broadcast8(outside));
 }
 
 // Channels-last output of one point, its channels summed and stored at once
@@ -187,7 +187,7 @@ GS_CPU_VECTOR_INLINE void ChannelsLastPoint(const PointTaps<K, kInterp>& pt, int
   if (c8 == channels) return;
   F8 sum = PointSum(
       pt, [&](const float* row) GS_CPU_VECTOR { return LoadFirst(row + c8, channels - c8); });
-  if (fill != nullptr) sum = sum + Load8(fill + c8) * Broadcast8(outside);
+  if (fill != nullptr) sum = sum + FillTerm8(Load8(fill + c8), Broadcast8(outside));
   for (int64_t c = c8; c < channels; ++c) dst[c] = sum[c - c8];
 }
 

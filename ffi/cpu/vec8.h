@@ -114,6 +114,11 @@ GS_CPU_VECTOR_INLINE F8 Fma(F8 a, F8 b, F8 c) {
 #endif
 }
 
+// gs::FillTerm lane by lane: fill * outside, +0 where outside is 0.
+GS_CPU_VECTOR_INLINE F8 FillTerm8(F8 fill, F8 outside) {
+  return (F8)((I8)(fill * outside) & (outside != 0.f));
+}
+
 // out[s][r] = in[r][s].
 GS_CPU_VECTOR_INLINE void Transpose8x8(const F8 (&in)[8], F8 (&out)[8]) {
   F8 t[8], u[8];

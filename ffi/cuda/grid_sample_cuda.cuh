@@ -132,16 +132,16 @@ struct PointTaps {
     }
   }
 
-  // "constant" padding: the fill value's weight 1 - W (gs::AddInsideWeight's
+  // "constant" padding: the fill value's weight 1 - W (gs::SubtractOutsideWeight's
   // order: W the product over the fill axes, x first).
   __device__ __forceinline__ T Outside(const Params<I>& p) const {
     T inside = T(1);
     auto axis = [&](const auto& t, int a) {
       if (!gs::ReadsFill(p.padding[a])) return;
-      T s = T(0);
+      T s = T(1);
 #pragma unroll
       for (int i = 0; i < static_cast<int>(sizeof(t.w) / sizeof(T)); ++i) {
-        s = gs::AddInsideWeight(s, t.idx[i], t.w[i]);
+        s = gs::SubtractOutsideWeight(s, t.idx[i], t.w[i]);
       }
       inside = inside * s;
     };

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kThreads)
       taps.ForEachTap(p, [&](int, bool valid, I off, T w, int, int, int) {
         if (valid) sum += w * Fmt::Load(src_c[off * p.in_ss]);
       });
-      if (fill != nullptr) sum = sum + Fmt::Load(fill[c]) * outside;
+      if (fill != nullptr) sum = sum + gs::FillTerm(Fmt::Load(fill[c]), outside);
       dst[c * p.out_sc] = Fmt::Store(sum);
     }
   }
