@@ -396,6 +396,25 @@ UNREAD_FILL_CASES = [("2d-bilinear", 2, "bilinear"), ("2d-nearest", 2, "nearest"
                      ("2d-bicubic", 2, "bicubic"), ("3d-bilinear", 3, "bilinear")]
 
 
+def _constant_call(x, grid, go, fill, dtype, channels_last, **common):
+    """Output, input, grid and fill gradients of a "constant" call in ``dtype`` and the given
+    layout (``x``, ``go`` channels first), as numpy: the output and the input gradient with
+    channels last (points first), whatever the layout."""
+    dims = grid.shape[-1]
+    layout = ("NHWC" if dims == 2 else "NDHWC") if channels_last else None
+    to_layout = (lambda a: np.moveaxis(a, 1, -1)) if channels_last else (lambda a: a)
+    x, go = (jnp.asarray(to_layout(a), dtype) for a in (x, go))
+    kwargs = dict(padding_mode="constant", fill_value=jnp.asarray(fill, dtype), layout=layout,
+                  **common)
+    grid = jnp.asarray(grid, dtype)
+    results = (gs.grid_sample(x, grid, **kwargs),
+               *gs.grid_sample_backward(go, x, grid, output_mask=(True, True, True), **kwargs))
+    out, input_grad, grid_grad, fill_grad = (np.asarray(a) for a in results)
+    if not channels_last:
+        out, input_grad = np.moveaxis(out, 1, -1), np.moveaxis(input_grad, 1, -1)
+    return out, input_grad, grid_grad, fill_grad
+
+
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("case", UNREAD_FILL_CASES, ids=[c[0] for c in UNREAD_FILL_CASES])
 def test_a_point_that_reads_no_fill_value_does_not_depend_on_it(case, implementation):
@@ -403,14 +422,17 @@ def test_a_point_that_reads_no_fill_value_does_not_depend_on_it(case, implementa
     points with a tap outside: a point whose taps are all inside gives exactly the "zeros" output
     and grid gradient (its share of the fill value is exactly 0, and bicubic's inside weights,
     which sum to 1 only to rounding, are not summed for it), and the input and fill gradients do
-    not depend on the fill value at all. Which taps are inside is counted here in numpy."""
+    not depend on the fill value at all. Which taps are inside is counted here in numpy. In
+    float64, and in float32 in both layouts, where the native CPU forward takes its vector
+    kernels (4 channels: channels last too)."""
     _, dims, mode = case
     rng = np.random.default_rng(17)
     spatial = GRAD_SPATIAL[dims]
     points = (1, 6, 7) if dims == 2 else (1, 3, 4, 4)
-    x = jnp.asarray(rng.standard_normal((1, CHANNELS) + spatial))
+    channels = 4
+    x = rng.standard_normal((1, channels) + spatial)
     grid = rng.uniform(-1.3, 1.3, points + (dims,))
-    go = jnp.asarray(rng.standard_normal((1, CHANNELS) + points[1:]))
+    go = rng.standard_normal((1, channels) + points[1:])
     reads_fill = np.zeros(points, bool)
     for j in range(dims):
         size = spatial[dims - 1 - j]
@@ -419,26 +441,21 @@ def test_a_point_that_reads_no_fill_value_does_not_depend_on_it(case, implementa
                        "bicubic": (np.floor(u) - 1, np.floor(u) + 2)}[mode]
         reads_fill |= (first < 0) | (last > size - 1)
     assert 0 < reads_fill.sum() < reads_fill.size  # both kinds of point
-    grid = jnp.asarray(grid)
     common = dict(mode=mode, align_corners=False, implementation=implementation)
-    mask = (True, True, True)
-
-    def run(padding, **fill):
-        return (gs.grid_sample(x, grid, padding_mode=padding, **common, **fill),
-                *gs.grid_sample_backward(go, x, grid, padding_mode=padding, output_mask=mask,
-                                         **common, **fill))
-
-    out0, input_grad0, grid_grad0, fill_grad0 = run("constant", fill_value=jnp.zeros(CHANNELS))
-    for fill in (np.nan, np.inf):
-        out, input_grad, grid_grad, fill_grad = run(
-            "constant", fill_value=jnp.asarray([fill, -fill]))
-        out, grid_grad = np.asarray(out), np.asarray(grid_grad)
-        np.testing.assert_array_equal(np.moveaxis(out, 1, -1)[~reads_fill],
-                                      np.moveaxis(np.asarray(out0), 1, -1)[~reads_fill])
-        assert not np.isfinite(np.moveaxis(out, 1, -1)[reads_fill]).any()
-        np.testing.assert_array_equal(grid_grad[~reads_fill], np.asarray(grid_grad0)[~reads_fill])
-        np.testing.assert_array_equal(input_grad, input_grad0)
-        np.testing.assert_array_equal(fill_grad, fill_grad0)
+    for dtype, channels_last in ((np.float64, False), (np.float32, False), (np.float32, True)):
+        args = (x, grid, go)
+        out0, input_grad0, grid_grad0, fill_grad0 = _constant_call(
+            *args, np.zeros(channels), dtype, channels_last, **common)
+        for fill in (np.nan, np.inf):
+            what = f"{np.dtype(dtype).name} channels_last={channels_last} fill {fill}"
+            out, input_grad, grid_grad, fill_grad = _constant_call(
+                *args, [fill, -fill, fill, 2 * fill], dtype, channels_last, **common)
+            np.testing.assert_array_equal(out[~reads_fill], out0[~reads_fill], err_msg=what)
+            assert not np.isfinite(out[reads_fill]).any(), what
+            np.testing.assert_array_equal(grid_grad[~reads_fill], grid_grad0[~reads_fill],
+                                          err_msg=what)
+            np.testing.assert_array_equal(input_grad, input_grad0, err_msg=what)
+            np.testing.assert_array_equal(fill_grad, fill_grad0, err_msg=what)
 
 
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30])
