@@ -7,6 +7,7 @@
 #include "gather_sampler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -317,7 +318,7 @@ GS_CPU_VECTOR_INLINE void RowGroup(const float* __restrict src, const float* con
   for (int u = 0; u < 2; ++u) {
     if constexpr (kBlend) a[u] = WithSeamSums(a[u], st, b + 8 * u);
     if constexpr (kCheck) bad[u] |= (I8)(a[u] - a[u]);
-    if (outside != nullptr) a[u] = a[u] + FillTerm8(Broadcast8(fill), Load8(outside + b + 8 * u));
+    if (outside != nullptr) a[u] = a[u] + Broadcast8(fill) * Load8(outside + b + 8 * u);
     if constexpr (kStream) {
       StreamStore8(dst + b + 8 * u, a[u]);
     } else {
@@ -387,7 +388,7 @@ GS_CPU_VECTOR_INLINE bool ChannelRow(const float* __restrict src, float* __restr
   auto tail = [&](int b) GS_CPU_VECTOR {
     F8 v = Dot<false>(pairs, src, rows, st, b);
     if constexpr (kSeams) v = WithSeamSums(v, st, b);
-    return outside == nullptr ? v : v + FillTerm8(Broadcast8(fill), Load8(outside + b));
+    return outside == nullptr ? v : v + Broadcast8(fill) * Load8(outside + b);
   };
   if (cnt16 < cnt8) StoreOutput(dst + cnt16, tail(cnt16), stream);
   if (cnt8 < cnt) {
@@ -426,17 +427,26 @@ GS_CPU_VECTOR_INLINE void ChannelRows(const Geometry& g, const float* __restrict
     const char* next = reinterpret_cast<const char*>(src + plane);
     const int64_t lines = prefetch && c + 1 < channels ? pf_lines : 0;
     const float fill_c = fill != nullptr ? fill[c] : 0.f;
+    // A finite fill value is added as fill * outside, which is +-0 where
+    // outside is 0: the sums are never -0 (they start from +0), so that gives
+    // gs::FillTerm's results in fewer instructions. A NaN or infinite one is
+    // added by gs::FillTerm in a pass of its own, after the row.
+    const bool fill_after = outside != nullptr && !std::isfinite(fill_c);
+    const float* row_outside = fill_after ? nullptr : outside;
     if constexpr (kSeams) SeamSums(src, st);
     if (no_mask) {
       no_mask = ChannelRow<true, kSeams>(src, dst, cnt, pairs, stream, next, plane_bytes, lines,
-                                         outside, fill_c, st);
+                                         row_outside, fill_c, st);
     }
     if (!no_mask) {
       if constexpr (kInterp == gs::kBilinear) {
         if (pairs && !st->pair_masks_ready) FillPairMasks(block_grid, cnt, g, st);
       }
-      ChannelRow<false, kSeams>(src, dst, cnt, pairs, stream, next, plane_bytes, lines, outside,
-                                fill_c, st);
+      ChannelRow<false, kSeams>(src, dst, cnt, pairs, stream, next, plane_bytes, lines,
+                                row_outside, fill_c, st);
+    }
+    if (fill_after) {
+      for (int b = 0; b < cnt; ++b) dst[b] = dst[b] + gs::FillTerm(fill_c, outside[b]);
     }
   }
 }
