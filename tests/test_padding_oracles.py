@@ -424,7 +424,8 @@ def test_a_point_that_reads_no_fill_value_does_not_depend_on_it(case, implementa
     which sum to 1 only to rounding, are not summed for it), and the input and fill gradients do
     not depend on the fill value at all. Which taps are inside is counted here in numpy. In
     float64, and in float32 in both layouts, where the native CPU forward takes its vector
-    kernels (4 channels: channels last too)."""
+    kernels (4 channels: channels last too). Nor does a point exactly on the last pixel, whose
+    second tap lies outside with weight 0 (unlike scipy's)."""
     _, dims, mode = case
     rng = np.random.default_rng(17)
     spatial = GRAD_SPATIAL[dims]
@@ -456,6 +457,11 @@ def test_a_point_that_reads_no_fill_value_does_not_depend_on_it(case, implementa
                                           err_msg=what)
             np.testing.assert_array_equal(input_grad, input_grad0, err_msg=what)
             np.testing.assert_array_equal(fill_grad, fill_grad0, err_msg=what)
+    if mode == "bilinear":  # on the last pixel of every axis: a tap outside of weight 0 only
+        corner = gs.grid_sample(jnp.asarray(x), jnp.ones((1,) * (dims + 1) + (dims,)),
+                                padding_mode="constant", fill_value=np.nan, align_corners=True,
+                                mode=mode, implementation=implementation)
+        np.testing.assert_array_equal(np.ravel(corner), x[(0, slice(None)) + (-1,) * dims])
 
 
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30])
