@@ -366,6 +366,9 @@ ZERO_FILL_CASES = [
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("case", ZERO_FILL_CASES, ids=[c[0] for c in ZERO_FILL_CASES])
 def test_constant_with_fill_zero_is_zeros(case, implementation):
+    """Bit for bit on the native kernels. The reference's sums over taps are XLA's reductions,
+    whose order XLA picks per program, so there the two calls agree to their rounding (its
+    weights are the same bits: docs/semantics.md, "Bit for bit")."""
     _, dims, mode, padding = case
     rng = np.random.default_rng(5)
     spatial = GRAD_SPATIAL[dims]
@@ -387,6 +390,8 @@ def test_constant_with_fill_zero_is_zeros(case, implementation):
                               expected, strict=True):
             if np.ndim(a) == 1:  # the per-channel fill's gradient: its sum is the scalar one
                 _close(np.sum(a), b, TOL, f"{name} {fill}")
+            elif implementation == "reference":
+                _close(a, b, TOL, f"{name} {fill}")
             else:
                 np.testing.assert_array_equal(a, b, err_msg=f"{name} {fill}")
 
