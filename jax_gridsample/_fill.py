@@ -27,13 +27,13 @@ from ._enums import Padding
 from ._reference import axis_taps, compute_dtype
 
 
-def _axis_sums(grid, spatial, interpolation, padding, align_corners):
+def _axis_shares(grid, spatial, interpolation, padding, align_corners):
     """Per fill axis j: (its share of weight inside, its derivative with respect to grid
     component j), each ``(N, *So)`` in the compute dtype: 1 and 0 minus its outside taps'
     weights and their derivatives, in tap order as the kernels do (gs::SubtractOutsideWeight)."""
     k = grid.shape[-1]
     ctype = compute_dtype(grid.dtype)
-    sums = {}
+    shares = {}
     for j in range(k):  # grid component j indexes spatial axis k-1-j (x -> W, y -> H, z -> D)
         if padding[j] not in (Padding.ZEROS, Padding.CONSTANT):
             continue
@@ -46,14 +46,14 @@ def _axis_sums(grid, spatial, interpolation, padding, align_corners):
         for i in range(inside.shape[-1]):
             total = total - jnp.where(inside[..., i], 0, taps.weight[..., i])
             derivative = derivative - jnp.where(inside[..., i], 0, taps.dweight[..., i])
-        sums[j] = total, derivative * taps.coord_grad
-    return sums
+        shares[j] = total, derivative * taps.coord_grad
+    return shares
 
 
-def _product(sums, grid, skip=None):
-    """The product of the axes' sums, x first (the axis ``skip`` left out); 1 for none."""
+def _product(shares, grid, skip=None):
+    """The product of the axes' shares inside, x first (the axis ``skip`` left out); 1 for none."""
     weight = jnp.ones(grid.shape[:-1], compute_dtype(grid.dtype))
-    for j, (total, _) in sums.items():
+    for j, (total, _) in shares.items():
         if j != skip:
             weight = weight * total
     return weight
@@ -62,8 +62,8 @@ def _product(sums, grid, skip=None):
 def inside_weight(grid: jax.Array, spatial: tuple[int, ...], interpolation: int,
                   padding: tuple[int, ...], align_corners: bool) -> jax.Array:
     """``W`` of every output point, ``(N, *So)`` in the compute dtype (1 without a fill axis):
-    the product of the fill axes' sums, x first."""
-    return _product(_axis_sums(grid, spatial, interpolation, padding, align_corners), grid)
+    the product of the fill axes' shares inside, x first."""
+    return _product(_axis_shares(grid, spatial, interpolation, padding, align_corners), grid)
 
 
 def fill_term(fill: jax.Array, grid: jax.Array, spatial: tuple[int, ...], channels: int,
@@ -105,8 +105,8 @@ def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatia
     per element of ``grad_output``.
     """
     ctype = compute_dtype(grid.dtype)
-    sums = _axis_sums(grid, spatial, interpolation, padding, align_corners)
-    weight = _product(sums, grid)
+    shares = _axis_shares(grid, spatial, interpolation, padding, align_corners)
+    weight = _product(shares, grid)
     gout = grad_output.astype(ctype)
     fill_c = jnp.broadcast_to(fill.astype(ctype), (channels,))
     # Reductions XLA's CPU backend runs fast: over the leading and trailing axes, and over the
@@ -120,7 +120,7 @@ def fill_vjp(grad_output: jax.Array, fill: jax.Array, grid: jax.Array, *, spatia
         weighted = jnp.sum(flat * fill_c[:, None], axis=1).reshape(weight.shape)
     if fill.ndim == 0:
         fill_grad = jnp.sum(fill_grad)
-    components = [_term(-weighted, _product(sums, grid, skip=j) * sums[j][1]) if j in sums
+    components = [_term(-weighted, _product(shares, grid, skip=j) * shares[j][1]) if j in shares
                   else jnp.zeros(grid.shape[:-1], ctype) for j in range(grid.shape[-1])]
     grid_grad = jnp.stack(components, -1)
     return grid_grad, fill_grad.astype(fill.dtype)

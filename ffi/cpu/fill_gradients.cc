@@ -25,7 +25,7 @@ namespace {
 // factor. Its taps are those of "zeros" (padding and align_corners constants
 // here, so that the loop vectorizes across points; I as in TapIndex).
 template <typename T, int K, int kInterp, bool kAlign, typename I>
-GS_CPU_INLINE void AxisSums(const T* coord, int64_t cnt, int64_t size, T* sum, T* dsum) {
+GS_CPU_INLINE void AxisShares(const T* coord, int64_t cnt, int64_t size, T* share, T* dshare) {
   constexpr int kT1 = gs::TapsPerAxis(kInterp);
   for (int64_t b = 0; b < cnt; ++b) {
     gs::AxisTaps<T, kT1, I> t;
@@ -35,8 +35,8 @@ GS_CPU_INLINE void AxisSums(const T* coord, int64_t cnt, int64_t size, T* sum, T
       s = gs::SubtractOutsideWeight(s, t.idx[i], t.w[i]);
       ds = gs::SubtractOutsideWeight(ds, t.idx[i], t.dw[i]);
     }
-    sum[b] = s;
-    dsum[b] = ds * t.dmult;
+    share[b] = s;
+    dshare[b] = ds * t.dmult;
   }
 }
 
@@ -47,35 +47,35 @@ GS_CPU_INLINE void FillTask(const Geometry& g, const T* grad_output, const T* gr
                             T* grid_grad, bool add_to_grid, T* partial) {
   const int64_t sizes[3] = {g.w, g.h, g.d};
   T outside[kFillBlock], weighted[kFillBlock], dw[K][kFillBlock];
-  T sum[K][kFillBlock], dsum[K][kFillBlock];
+  T share[K][kFillBlock], dshare[K][kFillBlock];
   for (int64_t p0 = p_begin; p0 < p_end; p0 += kFillBlock) {
     const int64_t cnt = std::min(kFillBlock, p_end - p0);
     const T* coords = grid + (n * g.points + p0) * K;
-    // W and its derivatives, x first: a fill axis contributes its sums, another 1 and 0.
+    // W and its derivatives, x first: a fill axis contributes its shares, another 1 and 0.
     for (int a = 0; a < K; ++a) {
       if (!gs::ReadsFill(g.axis_padding[a])) {
-        std::fill(sum[a], sum[a] + cnt, T(1));
-        std::fill(dsum[a], dsum[a] + cnt, T(0));
+        std::fill(share[a], share[a] + cnt, T(1));
+        std::fill(dshare[a], dshare[a] + cnt, T(0));
       } else if (sizes[a] <= std::numeric_limits<int32_t>::max()) {
         if (g.align_corners) {
-          AxisSums<T, K, kInterp, true, int32_t>(coords + a, cnt, sizes[a], sum[a], dsum[a]);
+          AxisShares<T, K, kInterp, true, int32_t>(coords + a, cnt, sizes[a], share[a], dshare[a]);
         } else {
-          AxisSums<T, K, kInterp, false, int32_t>(coords + a, cnt, sizes[a], sum[a], dsum[a]);
+          AxisShares<T, K, kInterp, false, int32_t>(coords + a, cnt, sizes[a], share[a], dshare[a]);
         }
       } else if (g.align_corners) {
-        AxisSums<T, K, kInterp, true, int64_t>(coords + a, cnt, sizes[a], sum[a], dsum[a]);
+        AxisShares<T, K, kInterp, true, int64_t>(coords + a, cnt, sizes[a], share[a], dshare[a]);
       } else {
-        AxisSums<T, K, kInterp, false, int64_t>(coords + a, cnt, sizes[a], sum[a], dsum[a]);
+        AxisShares<T, K, kInterp, false, int64_t>(coords + a, cnt, sizes[a], share[a], dshare[a]);
       }
     }
     for (int64_t b = 0; b < cnt; ++b) {
       T inside = T(1);
-      for (int a = 0; a < K; ++a) inside = inside * sum[a][b];
+      for (int a = 0; a < K; ++a) inside = inside * share[a][b];
       outside[b] = T(1) - inside;
       for (int a = 0; a < K; ++a) {
         T others = T(1);
-        for (int o = 0; o < K; ++o) others = o == a ? others : others * sum[o][b];
-        dw[a][b] = others * dsum[a][b];
+        for (int o = 0; o < K; ++o) others = o == a ? others : others * share[o][b];
+        dw[a][b] = others * dshare[a][b];
       }
       weighted[b] = T(0);
     }
